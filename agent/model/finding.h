@@ -1,0 +1,66 @@
+// Findings: what analysis concludes, with evidence and a hint. The code table lives in
+// finding_codes.cc and also renders docs/findings.md.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "model/rule.h"
+
+namespace ad {
+
+enum class Severity : uint8_t { kInfo, kWarning, kCritical };
+std::string_view SeverityName(Severity s);  // "info", "warning", "critical"
+
+struct FindingCodeInfo {
+  std::string_view code;
+  Severity severity;
+  std::string_view meaning;
+};
+// Every code the agent can emit, in documentation order.
+const std::vector<FindingCodeInfo>& AllFindingCodes();
+const FindingCodeInfo* LookupFindingCode(std::string_view code);
+
+struct Finding {
+  std::string code;  // stable SCREAMING_SNAKE, from AllFindingCodes()
+  Severity severity = Severity::kInfo;
+  std::string netns_path;
+  uint64_t netns_inode = 0;
+  std::string pod;  // "namespace/name" when known
+  std::string summary;
+  std::vector<std::string> evidence;
+  std::string hint;
+};
+
+// Per-netns conclusion of the Istio recognizer.
+enum class DataplaneMode : uint8_t { kNone, kAmbient, kSidecar, kConflict };
+std::string_view DataplaneModeName(DataplaneMode m);  // "none", "ambient", "sidecar", "conflict"
+
+struct AmbientVariant {
+  bool dns_capture = false;
+  bool ingress_mode = false;  // ambient.istio.io/bypass-inbound-capture
+  std::vector<std::string> virtual_interfaces;
+  bool ipv6 = false;
+
+  auto operator<=>(const AmbientVariant&) const = default;
+  std::string Describe() const;  // "dns,ipv6", "ingress,vif=eth1+eth2", "base"
+};
+
+struct NetnsClassification {
+  uint64_t netns_inode = 0;
+  std::string netns_path;
+  bool is_host = false;
+  DataplaneMode mode = DataplaneMode::kNone;
+  std::set<Backend> ambient_backends;  // backends that hold in-pod ambient rules
+  std::set<Backend> sidecar_backends;
+  std::set<Family> families;           // families with ambient rules (inet nft counts as v4+v6)
+  std::optional<AmbientVariant> variant;
+  bool host_rules_present = false;     // ISTIO_POSTRT / istio-ambient-nat postrouting
+  std::set<Backend> host_backends;
+};
+
+}  // namespace ad

@@ -1,0 +1,2 @@
+// Placeholder: removed when the real sources land.
+namespace ad {}
