@@ -1,2 +1,594 @@
-// Placeholder until the lab lands.
-namespace ad::lab {}
+#include "lab/lab.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <charconv>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+#include "lab/exec.h"
+
+namespace ad::lab {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr char kSource[] = "lab";
+constexpr char kNetnsDir[] = "/run/netns";
+constexpr char kManifestDir[] = "/run/ambient-lab";
+constexpr int kMaxPods = 60000;  // pod addresses come from one /16
+
+// Pods reach the host through one gateway address on the lab host's lo (the kernel has no dummy
+// driver everywhere); ARP for it is answered on every veth, proxy ARP covers pod-to-pod traffic.
+constexpr char kGatewayV4[] = "10.244.0.1";
+constexpr char kGatewayV6[] = "fd00:ad::1";
+constexpr char kLinkLocalGatewayV6[] = "fe80::1";
+const std::vector<std::string> kLabVirtualInterfaces = {"vif0", "vif1"};
+
+using Status = Result<std::monostate>;
+const Status kOk = std::monostate{};
+
+SourceError LabError(std::string message) { return SourceError{kSource, std::move(message), 0}; }
+
+double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+bool ValidPrefix(std::string_view prefix) {
+  if (prefix.empty() || prefix.size() > 24 || prefix.front() == '-') return false;
+  return std::all_of(prefix.begin(), prefix.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-';
+  });
+}
+
+std::string PodNetnsName(const std::string& prefix, int index, int width) {
+  std::string digits = std::to_string(index);
+  if (static_cast<int>(digits.size()) < width) digits.insert(0, width - digits.size(), '0');
+  return prefix + "-pod-" + digits;
+}
+
+std::string PodIpv4(int index) {
+  const int host = index + 2;  // .0.0 is the network, .0.1 the gateway
+  return "10.244." + std::to_string(host >> 8) + "." + std::to_string(host & 0xff);
+}
+
+std::string PodIpv6(int index) {
+  std::array<char, 16> hex{};
+  std::snprintf(hex.data(), hex.size(), "%x", index + 2);
+  return std::string("fd00:ad::") + hex.data();
+}
+
+std::string FakePodUid(const std::string& prefix, int index) {
+  uint32_t hash = 2166136261u;  // FNV-1a keeps UIDs stable per prefix and distinct across labs
+  for (char c : prefix) hash = (hash ^ static_cast<uint8_t>(c)) * 16777619u;
+  std::array<char, 40> uid{};
+  std::snprintf(uid.data(), uid.size(), "%08x-1ab0-4000-8000-%012x", hash,
+                static_cast<unsigned>(index));
+  return uid.data();
+}
+
+std::string VariantText(const AmbientVariant& variant) {
+  std::string text;
+  auto add = [&text](std::string_view part) {
+    text += (text.empty() ? "" : ",") + std::string(part);
+  };
+  if (variant.dns_capture) add("dns");
+  if (variant.ingress_mode) add("ingress");
+  if (!variant.virtual_interfaces.empty()) {
+    std::string vifs = "vif=";
+    for (size_t i = 0; i < variant.virtual_interfaces.size(); ++i) {
+      vifs += (i ? "+" : "") + variant.virtual_interfaces[i];
+    }
+    add(vifs);
+  }
+  if (variant.ipv6) add("ipv6");
+  return text.empty() ? "base" : text;
+}
+
+std::string FaultDescription(FaultKind kind, LabBackend backend, const LabPod* pod, bool ipv6) {
+  const bool nft = backend == LabBackend::kNft;
+  switch (kind) {
+    case FaultKind::kFlip:
+      return "full in-pod rule sets in both iptables-legacy and iptables-nft (backend flip)";
+    case FaultKind::kDupJump:
+      return nft ? "inet istio-ambient-nat output: 'jump istio-output' twice"
+                 : "nat OUTPUT: '-j ISTIO_OUTPUT' appended twice";
+    case FaultKind::kDeleteRule:
+      return nft ? "inet istio-ambient-nat istio-output: 'redirect to :15001' missing"
+                 : "nat ISTIO_OUTPUT: 'REDIRECT --to-ports 15001' missing";
+    case FaultKind::kNoPolicyRoute:
+      return "no 'fwmark 0x111/0xfff lookup 100' rule and no local route in table 100";
+    case FaultKind::kSidecar:
+      return "sidecar rules in native nft table inet istio-proxy-nat";
+    case FaultKind::kHostEnrolled:
+      return std::string("ambient in-pod rules in the host netns (") +
+             std::string(LabBackendName(backend)) + ")";
+    case FaultKind::kNoProbeMember:
+      return "pod IP " + (pod ? pod->ipv4 : std::string("?")) + " missing from " + kProbeSetV4 +
+             (ipv6 && pod ? " (and " + pod->ipv6 + " from " + kProbeSetV6 + ")" : "");
+  }
+  return {};
+}
+
+bool HasFault(const LabPod& pod, FaultKind kind) {
+  return std::find(pod.faults.begin(), pod.faults.end(), FaultName(kind)) != pod.faults.end();
+}
+
+// Runs work(i) for i in [0, count) on a few threads; stops handing out work after the first error.
+Status ForEachParallel(size_t count, int workers, const std::function<Status(size_t)>& work) {
+  std::atomic<size_t> next{0};
+  std::atomic<bool> failed{false};
+  std::mutex error_mutex;
+  std::optional<SourceError> first_error;
+  {
+    std::vector<std::jthread> threads;
+    const size_t thread_count = std::min<size_t>(std::max(workers, 1), std::max<size_t>(count, 1));
+    for (size_t t = 0; t < thread_count; ++t) {
+      threads.emplace_back([&] {
+        for (size_t i = next++; i < count && !failed; i = next++) {
+          Status status = work(i);
+          if (!status.ok()) {
+            std::lock_guard lock(error_mutex);
+            if (!first_error) first_error = status.error();
+            failed = true;
+          }
+        }
+      });
+    }
+  }
+  if (first_error) return *first_error;
+  return kOk;
+}
+
+Status Run(Command command) {
+  Result<CommandOutput> result = RunChecked(command);
+  if (!result.ok()) return result.error();
+  return kOk;
+}
+
+Status RunInNetns(const std::string& netns_path, std::vector<std::string> argv, std::string input) {
+  return Run(Command{std::move(argv), std::move(input), netns_path});
+}
+
+struct IptablesTools {
+  std::string v4;
+  std::string v6;
+  std::vector<std::string> extra_args;
+};
+
+IptablesTools RestoreTools(LabBackend backend) {
+  if (backend == LabBackend::kLegacy) {
+    // x_tables has one lock per machine; wait for it instead of failing under parallel setup.
+    return {"iptables-legacy-restore", "ip6tables-legacy-restore", {"--noflush", "--wait=30"}};
+  }
+  return {"iptables-nft-restore", "ip6tables-nft-restore", {"--noflush"}};
+}
+
+Status ApplyIptables(const std::string& netns_path, LabBackend backend, const std::string& v4_text,
+                     const std::string& v6_text) {
+  const IptablesTools tools = RestoreTools(backend);
+  std::vector<std::string> argv = {tools.v4};
+  argv.insert(argv.end(), tools.extra_args.begin(), tools.extra_args.end());
+  if (Status status = RunInNetns(netns_path, argv, v4_text); !status.ok()) return status;
+  if (v6_text.empty()) return kOk;
+  argv[0] = tools.v6;
+  return RunInNetns(netns_path, argv, v6_text);
+}
+
+// The in-pod ambient rules for one netns, in the given backend.
+Status ApplyInpodRules(const std::string& netns_path, LabBackend backend,
+                       const AmbientVariant& variant, const SnatConfig& snat,
+                       const RuleTweaks& tweaks) {
+  if (backend == LabBackend::kNft) {
+    return RunInNetns(netns_path, {"nft", "-f", "-"}, NftInpodScript(variant, snat, tweaks));
+  }
+  const std::string v6 =
+      variant.ipv6 ? IptablesInpodRestore(variant, Family::kIpv6, snat, tweaks) : std::string();
+  return ApplyIptables(netns_path, backend,
+                       IptablesInpodRestore(variant, Family::kIpv4, snat, tweaks), v6);
+}
+
+Status SetUpPod(const LabNode& node, const LabPod& pod) {
+  const bool policy_route = pod.meshed && !HasFault(pod, FaultKind::kNoPolicyRoute);
+  std::string links = "link set lo up\n";
+  for (const std::string& vif : pod.variant.virtual_interfaces) {
+    // A bridge, like KubeVirt's k6t-* devices; the rules only need the name to exist.
+    links += "link add " + vif + " type bridge\nlink set " + vif + " up\n";
+  }
+  links += "link set eth0 up\naddr add " + pod.ipv4 + "/16 dev eth0\n";
+  links += std::string("route add default via ") + kGatewayV4 + " dev eth0\n";
+  if (node.ipv6) {
+    links += "addr add " + pod.ipv6 + "/64 dev eth0 nodad\n";
+    links += std::string("route add default via ") + kLinkLocalGatewayV6 + " dev eth0\n";
+  }
+  if (policy_route) {
+    links += "rule add fwmark 0x111/0xfff pref 32764 lookup 100\n";
+    links += "route add local 0.0.0.0/0 dev lo table 100\n";
+  }
+  // Plain `ip` in a setns'd child: `ip -n` also unshares the mount namespace, which copies every
+  // /run/netns bind mount and makes large labs quadratic.
+  if (Status status = RunInNetns(pod.netns_path, {"ip", "-batch", "-"}, links); !status.ok()) {
+    return status;
+  }
+  if (node.ipv6 && policy_route) {
+    // `ip rule` in batch mode has no per-line family; a second batch carries -6.
+    const std::string v6_policy =
+        "rule add fwmark 0x111/0xfff pref 32764 lookup 100\nroute add local ::/0 dev lo table "
+        "100\n";
+    if (Status status = RunInNetns(pod.netns_path, {"ip", "-6", "-batch", "-"}, v6_policy);
+        !status.ok()) {
+      return status;
+    }
+  }
+  if (!pod.meshed) return kOk;
+
+  RuleTweaks tweaks;
+  if (HasFault(pod, FaultKind::kDupJump)) tweaks.extra_output_jumps = 1;
+  tweaks.omit_outbound_redirect = HasFault(pod, FaultKind::kDeleteRule);
+  if (Status status = ApplyInpodRules(pod.netns_path, pod.backend, pod.variant, node.snat, tweaks);
+      !status.ok()) {
+    return status;
+  }
+  if (HasFault(pod, FaultKind::kFlip)) {
+    const LabBackend other =
+        pod.backend == LabBackend::kLegacy ? LabBackend::kIptablesNft : LabBackend::kLegacy;
+    if (Status status = ApplyInpodRules(pod.netns_path, other, pod.variant, node.snat, tweaks);
+        !status.ok()) {
+      return status;
+    }
+  }
+  if (HasFault(pod, FaultKind::kSidecar)) {
+    return RunInNetns(pod.netns_path, {"nft", "-f", "-"}, NftSidecarScript());
+  }
+  return kOk;
+}
+
+Status SetUpHostLinks(const LabNode& node) {
+  std::vector<std::string> sysctl = {"sysctl", "-q", "-w", "net.ipv4.ip_forward=1",
+                                     "net.ipv4.conf.all.proxy_arp=1"};
+  if (node.ipv6) sysctl.push_back("net.ipv6.conf.all.forwarding=1");
+  if (Status status = RunInNetns(node.host_netns_path, sysctl, ""); !status.ok()) return status;
+
+  std::string batch = "link set lo up\n";
+  batch += std::string("addr add ") + kGatewayV4 + "/32 dev lo\n";
+  if (node.ipv6) batch += std::string("addr add ") + kGatewayV6 + "/128 dev lo nodad\n";
+  for (const LabPod& pod : node.pods) {
+    const std::string veth = "veth" + std::to_string(pod.index);  // IFNAMSIZ: at most 15 chars
+    batch += "link add " + veth + " type veth peer name eth0 netns " + pod.netns_name + "\n";
+    batch += "link set " + veth + " up\n";
+    batch += "route add " + pod.ipv4 + "/32 dev " + veth + "\n";
+    if (node.ipv6) {
+      batch += "addr add " + std::string(kLinkLocalGatewayV6) + "/64 dev " + veth + " nodad\n";
+      batch += "route add " + pod.ipv6 + "/128 dev " + veth + "\n";
+    }
+  }
+  return Run({{"ip", "-n", node.host_netns_name, "-batch", "-"}, batch});
+}
+
+Status SetUpHostRules(const LabNode& node, const LabOptions& options) {
+  std::vector<ProbeMember> v4_members;
+  std::vector<ProbeMember> v6_members;
+  for (const LabPod& pod : node.pods) {
+    if (!pod.meshed || HasFault(pod, FaultKind::kNoProbeMember)) continue;
+    v4_members.push_back({pod.ipv4, pod.pod_uid});
+    if (node.ipv6) v6_members.push_back({pod.ipv6, pod.pod_uid});
+  }
+  const bool host_enrolled =
+      std::any_of(node.faults.begin(), node.faults.end(),
+                  [](const InjectedFault& f) { return f.kind == FaultKind::kHostEnrolled; });
+  const AmbientVariant host_variant{.dns_capture = options.dns_capture, .ipv6 = node.ipv6};
+  const std::string& host = node.host_netns_path;
+
+  if (node.backend == LabBackend::kNft) {
+    std::string script = NftProbeSetsScript(node.ipv6, v4_members, v6_members);
+    script += NftHostScript(node.ipv6, node.snat);
+    // Same table name as the host's: add the in-pod chains without flushing the host chain.
+    if (host_enrolled) script += NftInpodScript(host_variant, node.snat, {.flush_tables = false});
+    return RunInNetns(host, {"nft", "-f", "-"}, script);
+  }
+
+  std::string sets = IpsetProbeRestore(Family::kIpv4, v4_members);
+  if (node.ipv6) sets += IpsetProbeRestore(Family::kIpv6, v6_members);
+  if (Status status = RunInNetns(host, {"ipset", "restore"}, sets); !status.ok()) return status;
+  const std::string v6 = node.ipv6 ? IptablesHostRestore(Family::kIpv6, node.snat) : std::string();
+  if (Status status =
+          ApplyIptables(host, node.backend, IptablesHostRestore(Family::kIpv4, node.snat), v6);
+      !status.ok()) {
+    return status;
+  }
+  if (!host_enrolled) return kOk;
+  return ApplyInpodRules(host, node.backend, host_variant, node.snat, {});
+}
+
+Status CreateNetns(const LabNode& node) {
+  std::string batch = "netns add " + node.host_netns_name + "\n";
+  for (const LabPod& pod : node.pods) batch += "netns add " + pod.netns_name + "\n";
+  return Run({{"ip", "-batch", "-"}, batch});
+}
+
+void WriteManifest(const LabNode& node) {
+  std::error_code ignored;
+  fs::create_directories(kManifestDir, ignored);
+  std::ofstream(LabManifestPath(node.prefix)) << node.Describe();
+}
+
+bool IsLabNetnsName(const std::string& prefix, const std::string& name) {
+  if (name == prefix + "-host") return true;
+  const std::string pod_prefix = prefix + "-pod-";
+  if (name.size() <= pod_prefix.size() || name.compare(0, pod_prefix.size(), pod_prefix) != 0) {
+    return false;
+  }
+  return std::all_of(name.begin() + static_cast<std::ptrdiff_t>(pod_prefix.size()), name.end(),
+                     [](char c) { return c >= '0' && c <= '9'; });
+}
+
+}  // namespace
+
+std::string_view LabBackendName(LabBackend backend) {
+  switch (backend) {
+    case LabBackend::kLegacy:
+      return "legacy";
+    case LabBackend::kIptablesNft:
+      return "iptables-nft";
+    case LabBackend::kNft:
+      return "nft";
+  }
+  return "?";
+}
+
+Result<LabBackend> ParseBackend(std::string_view name) {
+  for (LabBackend backend : {LabBackend::kLegacy, LabBackend::kIptablesNft, LabBackend::kNft}) {
+    if (name == LabBackendName(backend)) return backend;
+  }
+  return LabError("unknown backend '" + std::string(name) + "' (legacy, iptables-nft, nft)");
+}
+
+std::string_view FaultName(FaultKind kind) {
+  switch (kind) {
+    case FaultKind::kFlip:
+      return "flip";
+    case FaultKind::kDupJump:
+      return "dup-jump";
+    case FaultKind::kDeleteRule:
+      return "delete-rule";
+    case FaultKind::kNoPolicyRoute:
+      return "no-policy-route";
+    case FaultKind::kSidecar:
+      return "sidecar";
+    case FaultKind::kHostEnrolled:
+      return "host-enrolled";
+    case FaultKind::kNoProbeMember:
+      return "no-probe-member";
+  }
+  return "?";
+}
+
+const std::vector<FaultKind>& AllFaultKinds() {
+  static const std::vector<FaultKind> kinds = {FaultKind::kFlip,         FaultKind::kDupJump,
+                                               FaultKind::kDeleteRule,   FaultKind::kNoPolicyRoute,
+                                               FaultKind::kSidecar,      FaultKind::kHostEnrolled,
+                                               FaultKind::kNoProbeMember};
+  return kinds;
+}
+
+Result<FaultSpec> ParseFault(std::string_view text) {
+  const size_t colon = text.find(':');
+  const std::string_view name = text.substr(0, colon);
+  FaultSpec spec;
+  const auto& kinds = AllFaultKinds();
+  const auto kind = std::find_if(kinds.begin(), kinds.end(),
+                                 [name](FaultKind k) { return FaultName(k) == name; });
+  if (kind == kinds.end()) {
+    std::string known;
+    for (FaultKind k : kinds) known += (known.empty() ? "" : ", ") + std::string(FaultName(k));
+    return LabError("unknown fault '" + std::string(name) + "' (" + known + ")");
+  }
+  spec.kind = *kind;
+  if (colon != std::string_view::npos) {
+    const std::string_view index_text = text.substr(colon + 1);
+    int index = 0;
+    const auto [end, ec] =
+        std::from_chars(index_text.data(), index_text.data() + index_text.size(), index);
+    if (ec != std::errc() || end != index_text.data() + index_text.size() || index < 0) {
+      return LabError("fault '" + std::string(text) + "': pod index must be a number >= 0");
+    }
+    spec.pod_index = index;
+  }
+  return spec;
+}
+
+std::string LabManifestPath(const std::string& prefix) {
+  return std::string(kManifestDir) + "/" + prefix + ".txt";
+}
+
+std::string LabNode::Describe() const {
+  int meshed = 0;
+  for (const LabPod& pod : pods) meshed += pod.meshed ? 1 : 0;
+  std::string out = "lab " + prefix + ": backend " + std::string(LabBackendName(backend)) +
+                    (ipv6 ? ", ipv4+ipv6" : ", ipv4") + ", " + std::to_string(meshed) +
+                    " ambient + " + std::to_string(pods.size() - meshed) + " plain pods\n";
+  out += "  host  " + host_netns_name + "  " + host_netns_path + "\n";
+  for (const LabPod& pod : pods) {
+    out += "  pod   " + pod.netns_name + "  " + pod.ipv4 + (pod.ipv6.empty() ? "" : " " + pod.ipv6);
+    if (pod.meshed) {
+      out += "  ambient/" + std::string(LabBackendName(pod.backend)) + "  " +
+             VariantText(pod.variant) + "  uid=" + pod.pod_uid;
+    } else {
+      out += "  plain";
+    }
+    if (!pod.faults.empty()) {
+      out += "  FAULTS:";
+      for (const std::string& fault : pod.faults) out += " " + fault;
+    }
+    out += "\n";
+  }
+  out += "faults injected: " + std::to_string(faults.size()) + "\n";
+  for (const InjectedFault& fault : faults) {
+    out += "  " + std::string(FaultName(fault.kind)) + " -> " + fault.netns_name + ": " +
+           fault.description + "\n";
+  }
+  return out;
+}
+
+Result<LabNode> PlanLab(const LabOptions& options) {
+  if (!ValidPrefix(options.prefix)) {
+    return LabError("prefix '" + options.prefix + "' must be 1-24 characters of [A-Za-z0-9-]");
+  }
+  if (options.pods < 0 || options.plain_pods < 0 || options.pods + options.plain_pods > kMaxPods) {
+    return LabError("pod counts must be >= 0 and at most " + std::to_string(kMaxPods) +
+                    " in total");
+  }
+  LabNode node;
+  node.prefix = options.prefix;
+  node.host_netns_name = options.prefix + "-host";
+  node.host_netns_path = std::string(kNetnsDir) + "/" + node.host_netns_name;
+  node.backend = options.backend;
+  node.ipv6 = options.ipv6;
+  node.snat = options.snat;
+
+  const int total = options.pods + options.plain_pods;
+  const int width =
+      std::max<int>(3, static_cast<int>(std::to_string(std::max(total - 1, 0)).size()));
+  for (int i = 0; i < total; ++i) {
+    LabPod pod;
+    pod.index = i;
+    pod.netns_name = PodNetnsName(options.prefix, i, width);
+    pod.netns_path = std::string(kNetnsDir) + "/" + pod.netns_name;
+    pod.ipv4 = PodIpv4(i);
+    if (options.ipv6) pod.ipv6 = PodIpv6(i);
+    pod.pod_uid = FakePodUid(options.prefix, i);
+    pod.backend = options.backend;
+    pod.meshed = i < options.pods;
+    pod.variant = {.dns_capture = options.dns_capture, .ipv6 = options.ipv6};
+    if (pod.meshed && options.mixed_variants) {
+      if (i == 0) pod.variant.ingress_mode = true;
+      if (i == 1) pod.variant.virtual_interfaces = kLabVirtualInterfaces;
+      if (i == 2) pod.variant.dns_capture = !options.dns_capture;  // per-pod annotation override
+    }
+    if (!pod.meshed) pod.variant = {};
+    node.pods.push_back(std::move(pod));
+  }
+
+  for (const FaultSpec& spec : options.faults) {
+    InjectedFault fault;
+    fault.kind = spec.kind;
+    if (spec.kind == FaultKind::kFlip && options.backend == LabBackend::kNft) {
+      return LabError("fault flip needs an iptables backend (legacy or iptables-nft)");
+    }
+    if (spec.kind == FaultKind::kHostEnrolled) {
+      fault.netns_name = node.host_netns_name;
+      fault.description = FaultDescription(spec.kind, options.backend, nullptr, options.ipv6);
+      const bool twice =
+          std::any_of(node.faults.begin(), node.faults.end(),
+                      [](const InjectedFault& f) { return f.kind == FaultKind::kHostEnrolled; });
+      if (twice) return LabError("fault host-enrolled given twice");
+      node.faults.push_back(std::move(fault));
+      continue;
+    }
+    const int target = spec.pod_index.value_or(options.pods - 1);
+    if (target < 0 || target >= total) {
+      return LabError("fault " + std::string(FaultName(spec.kind)) + ": no pod " +
+                      std::to_string(target) + " (ambient pods are 0.." +
+                      std::to_string(options.pods - 1) + ")");
+    }
+    LabPod& pod = node.pods[static_cast<size_t>(target)];
+    if (!pod.meshed) {
+      return LabError("fault " + std::string(FaultName(spec.kind)) + ": pod " +
+                      std::to_string(target) + " is a plain (non-mesh) pod");
+    }
+    if (HasFault(pod, spec.kind)) {
+      return LabError("fault " + std::string(FaultName(spec.kind)) + " given twice for pod " +
+                      std::to_string(target));
+    }
+    pod.faults.emplace_back(FaultName(spec.kind));
+    fault.pod_index = target;
+    fault.netns_name = pod.netns_name;
+    fault.description = FaultDescription(spec.kind, options.backend, &pod, options.ipv6);
+    node.faults.push_back(std::move(fault));
+  }
+  return node;
+}
+
+Result<LabNode> LabUp(const LabOptions& options) {
+  Result<LabNode> planned = PlanLab(options);
+  if (!planned.ok()) return planned;
+  LabNode node = std::move(planned).value();
+  if (::geteuid() != 0) return LabError("needs root to create network namespaces");
+  if (!ListLabNetns(node.prefix).empty()) {
+    if (Status status = LabDown(node.prefix); !status.ok()) return status.error();
+  }
+  // Timed from here: removing an older lab is not part of bringing this one up.
+  const auto start = std::chrono::steady_clock::now();
+  const int workers =
+      options.workers > 0
+          ? options.workers
+          : std::clamp(2 * static_cast<int>(std::thread::hardware_concurrency()), 2, 8);
+
+  auto fail = [&node](const SourceError& error) -> Result<LabNode> {
+    (void)LabDown(node.prefix);
+    return SourceError{error.source, "lab " + node.prefix + " up failed: " + error.message,
+                       error.error_number};
+  };
+  auto phase = std::chrono::steady_clock::now();
+  if (Status status = CreateNetns(node); !status.ok()) return fail(status.error());
+  node.timings.netns_seconds = SecondsSince(phase);
+
+  phase = std::chrono::steady_clock::now();
+  if (Status status = SetUpHostLinks(node); !status.ok()) return fail(status.error());
+  if (Status status = SetUpHostRules(node, options); !status.ok()) return fail(status.error());
+  node.timings.host_seconds = SecondsSince(phase);
+
+  phase = std::chrono::steady_clock::now();
+  Status pods = ForEachParallel(node.pods.size(), workers,
+                                [&node](size_t i) { return SetUpPod(node, node.pods[i]); });
+  if (!pods.ok()) return fail(pods.error());
+  node.timings.pods_seconds = SecondsSince(phase);
+  node.timings.total_seconds = SecondsSince(start);
+  WriteManifest(node);
+  return node;
+}
+
+std::vector<std::string> ListLabNetns(const std::string& prefix) {
+  std::vector<std::string> names;
+  std::error_code error;
+  for (const fs::directory_entry& entry : fs::directory_iterator(kNetnsDir, error)) {
+    const std::string name = entry.path().filename().string();
+    if (IsLabNetnsName(prefix, name)) names.push_back(name);
+  }
+  // "-host" sorts before "-pod-" so the host comes first.
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+Result<std::monostate> LabDown(const std::string& prefix) {
+  if (!ValidPrefix(prefix)) return LabError("invalid prefix '" + prefix + "'");
+  std::error_code ignored;
+  fs::remove(LabManifestPath(prefix), ignored);
+  const std::vector<std::string> names = ListLabNetns(prefix);
+  if (names.empty()) return kOk;
+  std::string batch;
+  for (const std::string& name : names) batch += "netns del " + name + "\n";
+  // -force: keep deleting after one failure; the leftover check below reports it.
+  Result<CommandOutput> result = RunCommand({{"ip", "-force", "-batch", "-"}, batch});
+  if (!result.ok()) return result.error();
+  const std::vector<std::string> left = ListLabNetns(prefix);
+  if (!left.empty()) {
+    return LabError("lab " + prefix + " down left " + std::to_string(left.size()) +
+                    " netns (first " + left.front() + "): " + result->err);
+  }
+  return kOk;
+}
+
+ScopedLab::ScopedLab(const LabOptions& options) : prefix_(options.prefix), node_(LabUp(options)) {}
+
+ScopedLab::~ScopedLab() { (void)LabDown(prefix_); }
+
+}  // namespace ad::lab

@@ -1,0 +1,29 @@
+// Internal to analysis: finding construction shared by the check files.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "analysis/recognizer.h"
+
+namespace ad::analysis {
+
+// Severity comes from the code table; summary gets the netns path and inode appended.
+Finding MakeFinding(std::string_view code, const NetnsSnapshot* netns, std::string summary,
+                    std::vector<std::string> evidence, std::string hint);
+
+// "iptables-legacy ipv4 nat ISTIO_OUTPUT: -A ISTIO_OUTPUT ..."
+std::string ChainPrefix(Backend backend, Family family, std::string_view table,
+                        std::string_view chain);
+std::string RuleEvidence(Backend backend, Family family, std::string_view table,
+                         std::string_view chain, const Rule& rule);
+
+// PROBE_SNAT_MISSING: host rules, probe sets and pod membership (host_checks.cc).
+void CheckProbeSnat(const NodeSnapshot& snapshot, const std::vector<NetnsIstioState>& states,
+                    const AnalysisOptions& options, std::vector<Finding>& findings);
+// BACKEND_DRIFT: pods whose only ambient backend differs from the node's (host_checks.cc).
+void CheckBackendDrift(const NodeSnapshot& snapshot, const std::vector<NetnsIstioState>& states,
+                       std::vector<Finding>& findings);
+
+}  // namespace ad::analysis

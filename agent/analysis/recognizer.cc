@@ -1,0 +1,350 @@
+// Recognizes Istio state in one netns: in-pod ambient rules per backend (with the best-fitting
+// variant), sidecar rules and host probe-SNAT rules.
+#include "analysis/recognizer.h"
+
+#include <algorithm>
+#include <array>
+#include <optional>
+#include <string>
+#include <utility>
+
+namespace ad {
+namespace analysis {
+namespace {
+
+using istio::RulesetBackend;
+
+constexpr std::array<Backend, 3> kAllBackends = {Backend::kIptablesLegacy, Backend::kIptablesNft,
+                                                 Backend::kNft};
+
+bool IsIptablesBackend(Backend backend) { return backend != Backend::kNft; }
+
+bool IsInpodIptablesChain(std::string_view chain) {
+  return chain == istio::kIptPrerouting || chain == istio::kIptOutput;
+}
+
+bool JumpsTo(const Rule& rule, std::string_view chain) {
+  const Action& action = rule.sem.action;
+  return (action.kind == ActionKind::kJump || action.kind == ActionKind::kGoto) &&
+         action.text == chain;
+}
+
+std::optional<std::string_view> JumpTarget(const Rule& rule) {
+  const Action& action = rule.sem.action;
+  if (action.kind == ActionKind::kJump || action.kind == ActionKind::kGoto) return action.text;
+  return std::nullopt;
+}
+
+// One observed chain that belongs to Istio's in-pod ambient state. For the shared iptables
+// built-in chains only the jumps into ISTIO_PRERT / ISTIO_OUTPUT are Istio's.
+struct ObservedChain {
+  Family family;
+  const Table* table;
+  const Chain* chain;
+  bool owned;
+};
+
+std::vector<ObservedChain> InpodChains(const NetfilterState& netfilter, Backend backend) {
+  std::vector<ObservedChain> chains;
+  for (const Table& table : netfilter.tables) {
+    if (table.backend != backend) continue;
+    if (IsIptablesBackend(backend)) {
+      if (table.family != Family::kIpv4 && table.family != Family::kIpv6) continue;
+      if (!istio::IsIstioIptablesTable(table.name)) continue;
+      for (const Chain& chain : table.chains) {
+        if (IsInpodIptablesChain(chain.name)) {
+          chains.push_back({table.family, &table, &chain, true});
+        } else if (chain.name == "PREROUTING" || chain.name == "OUTPUT") {
+          chains.push_back({table.family, &table, &chain, false});
+        }
+      }
+    } else {
+      if (table.family != Family::kInet || !istio::IsAmbientNftTable(table.name)) continue;
+      for (const Chain& chain : table.chains) {
+        // The host's probe-SNAT chain shares the table name; it is not in-pod state.
+        if (chain.name == istio::kNftHostChain) continue;
+        chains.push_back({Family::kInet, &table, &chain, true});
+      }
+    }
+  }
+  return chains;
+}
+
+bool IsIstioRuleIn(const ObservedChain& observed, const Rule& rule) {
+  if (observed.owned) return true;
+  const auto target = JumpTarget(rule);
+  return target && IsInpodIptablesChain(*target);
+}
+
+// Every non-jump in-pod rule any variant can produce for this backend: recognises ambient
+// ISTIO_OUTPUT content even when ISTIO_PRERT is gone (sidecar mode has ISTIO_OUTPUT too).
+std::vector<RuleSemantics> AmbientRuleUniverse(RulesetBackend backend,
+                                               const AnalysisOptions& options) {
+  std::vector<RuleSemantics> universe;
+  AmbientVariant widest{true, false, {}, true};
+  istio::ProbeSnat snat;
+  const size_t count = std::max(options.probe_snat_v4.size(), options.probe_snat_v6.size());
+  for (size_t i = 0; i < std::max<size_t>(count, 1); ++i) {
+    if (i < options.probe_snat_v4.size()) snat.v4 = options.probe_snat_v4[i];
+    if (i < options.probe_snat_v6.size()) snat.v6 = options.probe_snat_v6[i];
+    for (const istio::ExpectedChain& chain :
+         istio::BuildInpodRuleset(backend, widest, snat).chains) {
+      for (const istio::ExpectedRule& expected : chain.rules) {
+        if (expected.rule.sem.action.kind == ActionKind::kJump) continue;
+        universe.push_back(SortedSemantics(expected.rule.sem));
+      }
+    }
+  }
+  return universe;
+}
+
+// Families (iptables) in which this backend holds in-pod ambient state; empty when none.
+std::set<Family> AmbientFamilies(const NetfilterState& netfilter, Backend backend,
+                                 const AnalysisOptions& options) {
+  std::set<Family> families;
+  const std::vector<ObservedChain> chains = InpodChains(netfilter, backend);
+  if (backend == Backend::kNft) {
+    if (!chains.empty()) families = {Family::kIpv4, Family::kIpv6};  // inet covers both
+    return families;
+  }
+  std::optional<std::vector<RuleSemantics>> universe;
+  for (const ObservedChain& observed : chains) {
+    if (families.contains(observed.family)) continue;
+    if (observed.chain->name == istio::kIptPrerouting) {
+      families.insert(observed.family);
+      continue;
+    }
+    for (const Rule& rule : observed.chain->rules) {
+      if (!observed.owned) {
+        if (JumpsTo(rule, istio::kIptPrerouting)) families.insert(observed.family);
+        continue;
+      }
+      if (!universe) universe = AmbientRuleUniverse(RulesetBackend::kIptables, options);
+      const RuleSemantics key = SortedSemantics(rule.sem);
+      if (std::find(universe->begin(), universe->end(), key) != universe->end()) {
+        families.insert(observed.family);
+        break;
+      }
+    }
+  }
+  return families;
+}
+
+bool HasSidecarState(const NetfilterState& netfilter, Backend backend) {
+  for (const Table& table : netfilter.tables) {
+    if (table.backend != backend) continue;
+    if (backend == Backend::kNft) {
+      if (istio::IsSidecarNftTable(table.name)) return true;
+      continue;
+    }
+    for (const Chain& chain : table.chains) {
+      if (istio::IsSidecarIptablesChain(chain.name)) return true;
+      for (const Rule& rule : chain.rules) {
+        const auto target = JumpTarget(rule);
+        if (target && istio::IsSidecarIptablesChain(*target)) return true;
+      }
+    }
+  }
+  return false;
+}
+
+bool HasHostRules(const NetfilterState& netfilter, Backend backend) {
+  for (const Table& table : netfilter.tables) {
+    if (table.backend != backend) continue;
+    if (backend == Backend::kNft) {
+      if (table.family == Family::kInet && table.name == istio::kNftHostTable &&
+          table.FindChain(istio::kNftHostChain) != nullptr) {
+        return true;
+      }
+      continue;
+    }
+    if (table.name != "nat") continue;
+    if (table.FindChain(istio::kIptHostPostrouting) != nullptr) return true;
+    if (const Chain* postrouting = table.FindChain("POSTROUTING")) {
+      for (const Rule& rule : postrouting->rules) {
+        if (JumpsTo(rule, istio::kIptHostPostrouting)) return true;
+      }
+    }
+  }
+  return false;
+}
+
+// Interfaces of the virtual-interface REDIRECT/RETURN pairs, in order of first appearance.
+std::vector<std::string> ObservedVirtualInterfaces(const std::vector<ObservedChain>& chains,
+                                                   Backend backend) {
+  const RulesetBackend ruleset = istio::RulesetBackendFor(backend);
+  const std::string_view nat = istio::TableName(ruleset, istio::IstioTable::kNat);
+  const std::string_view prerouting = istio::IstioChainName(ruleset, istio::IstioHook::kPrerouting);
+  std::vector<std::string> interfaces;
+  for (const ObservedChain& observed : chains) {
+    if (observed.table->name != nat || observed.chain->name != prerouting) continue;
+    for (const Rule& rule : observed.chain->rules) {
+      const Action& action = rule.sem.action;
+      const bool vif_action =
+          action.kind == ActionKind::kReturn ||
+          (action.kind == ActionKind::kRedirect && action.value == istio::kZtunnelOutboundPort);
+      if (!vif_action) continue;
+      for (const Match& match : rule.sem.matches) {
+        if (match.kind != MatchKind::kInIface || match.negated) continue;
+        if (std::find(interfaces.begin(), interfaces.end(), match.text) == interfaces.end()) {
+          interfaces.push_back(match.text);
+        }
+      }
+    }
+  }
+  return interfaces;
+}
+
+bool ContainsKey(const std::vector<RuleSemantics>& keys, const RuleSemantics& key) {
+  return std::find(keys.begin(), keys.end(), key) != keys.end();
+}
+
+struct Score {
+  size_t missing = 0;
+  size_t unexpected = 0;
+};
+
+Score ScoreFit(const istio::ExpectedRuleset& expected, const std::vector<ObservedChain>& observed,
+               const NetfilterState& netfilter, Backend backend) {
+  Score score;
+  for (const istio::ExpectedChain& chain : expected.chains) {
+    const Chain* seen =
+        FindObservedChain(netfilter, backend, chain.family, chain.table, chain.chain);
+    std::vector<RuleSemantics> seen_keys;
+    if (seen != nullptr) {
+      for (const Rule& rule : seen->rules) seen_keys.push_back(SortedSemantics(rule.sem));
+    }
+    for (const istio::ExpectedRule& rule : chain.rules) {
+      if (!ContainsKey(seen_keys, SortedSemantics(rule.rule.sem))) ++score.missing;
+    }
+  }
+  for (const ObservedChain& chain : observed) {
+    const istio::ExpectedChain* wanted =
+        expected.Find(chain.family, chain.table->name, chain.chain->name);
+    std::vector<RuleSemantics> wanted_keys;
+    if (wanted != nullptr) {
+      for (const istio::ExpectedRule& rule : wanted->rules) {
+        wanted_keys.push_back(SortedSemantics(rule.rule.sem));
+      }
+    }
+    std::vector<RuleSemantics> counted;  // duplicates are DUPLICATE_RULE's business, not ours
+    for (const Rule& rule : chain.chain->rules) {
+      if (!IsIstioRuleIn(chain, rule)) continue;
+      RuleSemantics key = SortedSemantics(rule.sem);
+      if (ContainsKey(wanted_keys, key) || ContainsKey(counted, key)) continue;
+      counted.push_back(std::move(key));
+      ++score.unexpected;
+    }
+  }
+  return score;
+}
+
+bool Better(const Score& candidate, const Score& best) {
+  const size_t candidate_total = candidate.missing + candidate.unexpected;
+  const size_t best_total = best.missing + best.unexpected;
+  if (candidate_total != best_total) return candidate_total < best_total;
+  // On a tie a missing rule is the likelier story than a rule nobody would have added.
+  return candidate.unexpected < best.unexpected;
+}
+
+AmbientFit FitVariant(const NetnsSnapshot& netns, Backend backend, const AnalysisOptions& options) {
+  const std::vector<ObservedChain> observed = InpodChains(netns.netfilter, backend);
+  const RulesetBackend ruleset = istio::RulesetBackendFor(backend);
+  const std::vector<std::string> interfaces = ObservedVirtualInterfaces(observed, backend);
+
+  std::vector<std::string> snat_v4 = options.probe_snat_v4;
+  std::vector<std::string> snat_v6 = options.probe_snat_v6;
+  if (snat_v4.empty()) snat_v4.push_back(istio::ProbeSnat{}.v4);
+  if (snat_v6.empty()) snat_v6.push_back(istio::ProbeSnat{}.v6);
+
+  std::optional<AmbientFit> best;
+  Score best_score;
+  // Enumeration order encodes the preference on full ties: Istio's defaults first.
+  for (bool dns : {true, false}) {
+    for (bool ingress : {false, true}) {
+      for (bool ipv6 : {false, true}) {
+        for (const std::string& v4 : snat_v4) {
+          for (const std::string& v6 : snat_v6) {
+            AmbientVariant variant{dns, ingress, interfaces, ipv6};
+            istio::ProbeSnat snat{v4, v6};
+            istio::ExpectedRuleset expected = istio::BuildInpodRuleset(ruleset, variant, snat);
+            const Score score = ScoreFit(expected, observed, netns.netfilter, backend);
+            if (!best || Better(score, best_score)) {
+              best = AmbientFit{backend,         std::move(variant),
+                                std::move(snat), std::move(expected),
+                                score.missing,   score.unexpected};
+              best_score = score;
+            }
+            if (!ipv6) break;  // the v6 address is irrelevant without IPv6 rules
+          }
+        }
+      }
+    }
+  }
+  return *std::move(best);
+}
+
+}  // namespace
+
+RuleSemantics SortedSemantics(const RuleSemantics& sem) {
+  RuleSemantics sorted = sem;
+  std::sort(sorted.matches.begin(), sorted.matches.end());
+  return sorted;
+}
+
+const Chain* FindObservedChain(const NetfilterState& netfilter, Backend backend, Family family,
+                               std::string_view table, std::string_view chain) {
+  for (const Table& candidate : netfilter.tables) {
+    if (candidate.backend != backend || candidate.family != family) continue;
+    if (candidate.name != table) continue;
+    if (const Chain* found = candidate.FindChain(chain)) return found;
+  }
+  return nullptr;
+}
+
+NetnsIstioState Recognize(const NetnsSnapshot& netns, const AnalysisOptions& options) {
+  NetnsIstioState state;
+  NetnsClassification& result = state.classification;
+  result.netns_inode = netns.netns.inode;
+  result.netns_path = netns.netns.PrimaryPath();
+  result.is_host = netns.netns.is_host;
+
+  for (Backend backend : kAllBackends) {
+    const std::set<Family> families = AmbientFamilies(netns.netfilter, backend, options);
+    if (!families.empty()) {
+      result.ambient_backends.insert(backend);
+      result.families.insert(families.begin(), families.end());
+      state.ambient.push_back(FitVariant(netns, backend, options));
+    }
+    if (HasSidecarState(netns.netfilter, backend)) result.sidecar_backends.insert(backend);
+    if (HasHostRules(netns.netfilter, backend)) result.host_backends.insert(backend);
+  }
+  result.host_rules_present = !result.host_backends.empty();
+
+  if (!state.ambient.empty()) {
+    const auto best = std::min_element(
+        state.ambient.begin(), state.ambient.end(), [](const AmbientFit& a, const AmbientFit& b) {
+          return Better({a.missing, a.unexpected}, {b.missing, b.unexpected});
+        });
+    result.variant = best->variant;
+  }
+
+  const bool ambient = !result.ambient_backends.empty();
+  const bool sidecar = !result.sidecar_backends.empty();
+  if (ambient && sidecar) {
+    result.mode = DataplaneMode::kConflict;
+  } else if (ambient) {
+    result.mode = DataplaneMode::kAmbient;
+  } else if (sidecar) {
+    result.mode = DataplaneMode::kSidecar;
+  }
+  return state;
+}
+
+}  // namespace analysis
+
+NetnsClassification Classify(const NetnsSnapshot& netns, const AnalysisOptions& options) {
+  return analysis::Recognize(netns, options).classification;
+}
+
+}  // namespace ad

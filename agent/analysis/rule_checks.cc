@@ -1,0 +1,345 @@
+// Analyze: per-netns rule checks (duplicates, mixed backends, completeness and order, host
+// enrollment, dataplane conflict, unreadable sources) plus the node-level host checks.
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <string>
+#include <tuple>
+#include <utility>
+
+#include "analysis/analysis.h"
+#include "analysis/checks.h"
+#include "analysis/recognizer.h"
+
+namespace ad {
+namespace analysis {
+namespace {
+
+bool JumpsIntoIstioChain(const Rule& rule) {
+  const Action& action = rule.sem.action;
+  return (action.kind == ActionKind::kJump || action.kind == ActionKind::kGoto) &&
+         istio::IsIstioChainName(action.text);
+}
+
+// iptables ambient and sidecar rules share ISTIO_OUTPUT and the built-in jumps; in that case the
+// conflict is the finding, and per-rule checks would only restate it.
+bool SharedWithSidecar(const NetnsClassification& classification, Backend backend) {
+  return backend != Backend::kNft && classification.ambient_backends.contains(backend) &&
+         classification.sidecar_backends.contains(backend);
+}
+
+std::string NetnsLabel(const NetnsSnapshot& netns) {
+  return netns.netns.PrimaryPath() + " (inode " + std::to_string(netns.netns.inode) + ")";
+}
+
+void CheckReadability(const NetnsSnapshot& netns, std::vector<Finding>& findings) {
+  if (netns.errors.empty() && !netns.unreadable) return;
+  std::vector<std::string> evidence;
+  std::string sources;
+  for (const SourceError& error : netns.errors) {
+    evidence.push_back(error.source + ": " + error.message);
+    if (!sources.empty()) sources += ", ";
+    sources += error.source;
+  }
+  const std::string summary = netns.unreadable
+                                  ? "network namespace could not be read"
+                                  : "some sources of the network namespace failed: " + sources;
+  findings.push_back(MakeFinding(
+      "NETNS_UNREADABLE", &netns, summary, std::move(evidence),
+      "Run the agent with CAP_SYS_ADMIN, CAP_NET_ADMIN and host PID/mounts; a netns that vanished "
+      "during the scan (pod deleted) can be ignored."));
+}
+
+void CheckDuplicates(const NetnsSnapshot& netns, const NetnsClassification& classification,
+                     std::vector<Finding>& findings) {
+  std::vector<std::string> evidence;
+  for (const Table& table : netns.netfilter.tables) {
+    if (SharedWithSidecar(classification, table.backend)) continue;
+    const bool nft = table.backend == Backend::kNft;
+    if (nft && !table.name.starts_with("istio-")) continue;
+    if (!nft && table.family != Family::kIpv4 && table.family != Family::kIpv6) continue;
+    for (const Chain& chain : table.chains) {
+      const bool istio_chain = nft || istio::IsIstioChainName(chain.name);
+      std::vector<std::pair<RuleSemantics, const Rule*>> seen;
+      std::map<size_t, size_t> repeats;  // index in seen -> occurrences
+      for (const Rule& rule : chain.rules) {
+        if (!istio_chain && !JumpsIntoIstioChain(rule)) continue;
+        RuleSemantics key = SortedSemantics(rule.sem);
+        auto it = std::find_if(seen.begin(), seen.end(),
+                               [&key](const auto& entry) { return entry.first == key; });
+        if (it == seen.end()) {
+          seen.emplace_back(std::move(key), &rule);
+        } else {
+          const size_t index = static_cast<size_t>(it - seen.begin());
+          repeats[index] = repeats.contains(index) ? repeats[index] + 1 : 2;
+        }
+      }
+      for (const auto& [index, count] : repeats) {
+        evidence.push_back(
+            RuleEvidence(table.backend, table.family, table.name, chain.name, *seen[index].second) +
+            " (" + std::to_string(count) + " times)");
+      }
+    }
+  }
+  if (evidence.empty()) return;
+  findings.push_back(MakeFinding(
+      "DUPLICATE_RULE", &netns, "Istio rule repeated within one chain", std::move(evidence),
+      "Istio's rules were applied twice (re-run outside the agent or a racing reconcile); delete "
+      "the extra copy, or restart the pod so istio-cni re-creates its rules once."));
+}
+
+size_t CountIstioRules(const NetnsSnapshot& netns, const AmbientFit& fit) {
+  size_t count = 0;
+  for (const istio::ExpectedChain& chain : fit.expected.chains) {
+    if (const Chain* seen = FindObservedChain(netns.netfilter, fit.backend, chain.family,
+                                              chain.table, chain.chain)) {
+      count += chain.owned ? seen->rules.size()
+                           : static_cast<size_t>(std::count_if(
+                                 seen->rules.begin(), seen->rules.end(), JumpsIntoIstioChain));
+    }
+  }
+  return count;
+}
+
+void CheckMixedBackends(const NetnsSnapshot& netns, const NetnsIstioState& state,
+                        std::vector<Finding>& findings) {
+  if (state.ambient.size() < 2) return;
+  std::vector<std::string> evidence;
+  for (const AmbientFit& fit : state.ambient) {
+    evidence.push_back(std::string(BackendName(fit.backend)) + ": " +
+                       std::to_string(CountIstioRules(netns, fit)) +
+                       " Istio in-pod rules (variant " + fit.variant.Describe() + ")");
+  }
+  findings.push_back(MakeFinding(
+      "MIXED_BACKEND", &netns, "Istio ambient rules present in more than one netfilter backend",
+      std::move(evidence),
+      "istio-cni switched iptables backend between restarts (istio#61020, fixed in 1.29.8, "
+      "1.30.5, 1.31.1); upgrade, pin FORCE_IPTABLES_BINARY, and remove the stale copy (restart "
+      "the pod or reboot the node)."));
+}
+
+std::string PolicyRuleText(const PolicyRule& rule) {
+  char mark[64];
+  std::snprintf(mark, sizeof(mark), "0x%x/0x%x", rule.fwmark, rule.fwmask);
+  return std::string(rule.family == Family::kIpv6 ? "ip -6 rule " : "ip rule ") + "fwmark " + mark +
+         " " + rule.action + " " + std::to_string(rule.table) + " pref " +
+         std::to_string(rule.priority);
+}
+
+std::string RouteText(const RouteEntry& route) {
+  return std::string(route.family == Family::kIpv6 ? "ip -6 route " : "ip route ") + route.type +
+         " " + route.dst + " dev " + route.dev + " table " + std::to_string(route.table);
+}
+
+bool RouteSourceFailed(const NetnsSnapshot& netns) {
+  return std::any_of(netns.errors.begin(), netns.errors.end(),
+                     [](const SourceError& error) { return error.source.starts_with("route"); });
+}
+
+// Missing chains/rules and order violations of one backend against its best-fitting variant.
+// Order is compared after dropping repeated rules, so a duplicate alone is only DUPLICATE_RULE.
+void CollectRulesetGaps(const NetnsSnapshot& netns, const AmbientFit& fit,
+                        std::vector<std::string>& evidence) {
+  for (const istio::ExpectedChain& chain : fit.expected.chains) {
+    const std::string prefix = ChainPrefix(fit.backend, chain.family, chain.table, chain.chain);
+    const Chain* seen =
+        FindObservedChain(netns.netfilter, fit.backend, chain.family, chain.table, chain.chain);
+    if (seen == nullptr) {
+      evidence.push_back(prefix + ": chain missing (Istio expects " +
+                         std::to_string(chain.rules.size()) + " rules)");
+      continue;
+    }
+    if (chain.is_base && (!seen->is_base || (!seen->hook.empty() && seen->hook != chain.hook))) {
+      evidence.push_back(prefix + ": not attached to the " + chain.hook + " hook");
+    }
+    std::vector<RuleSemantics> wanted;
+    for (const istio::ExpectedRule& rule : chain.rules) {
+      wanted.push_back(SortedSemantics(rule.rule.sem));
+    }
+    std::vector<RuleSemantics> unique_seen;
+    std::vector<std::pair<size_t, const Rule*>> positions;  // expected index, observed rule
+    for (const Rule& rule : seen->rules) {
+      RuleSemantics key = SortedSemantics(rule.sem);
+      if (std::find(unique_seen.begin(), unique_seen.end(), key) != unique_seen.end()) continue;
+      auto it = std::find(wanted.begin(), wanted.end(), key);
+      if (it != wanted.end())
+        positions.emplace_back(static_cast<size_t>(it - wanted.begin()), &rule);
+      unique_seen.push_back(std::move(key));
+    }
+    for (size_t i = 0; i < chain.rules.size(); ++i) {
+      if (std::find(unique_seen.begin(), unique_seen.end(), wanted[i]) == unique_seen.end()) {
+        evidence.push_back(prefix + ": missing " +
+                           RenderRule(fit.backend, chain.family, chain.chain, chain.rules[i].rule));
+      }
+    }
+    for (size_t i = 1; i < positions.size(); ++i) {
+      if (positions[i].first < positions[i - 1].first) {
+        evidence.push_back(
+            prefix + ": out of order: " +
+            RenderRule(fit.backend, chain.family, chain.chain, *positions[i].second) +
+            " must come before " +
+            RenderRule(fit.backend, chain.family, chain.chain, *positions[i - 1].second));
+        break;
+      }
+    }
+  }
+}
+
+void CheckCompleteness(const NetnsSnapshot& netns, const NetnsIstioState& state,
+                       std::vector<Finding>& findings) {
+  const NetnsClassification& classification = state.classification;
+  std::vector<std::string> evidence;
+  for (const AmbientFit& fit : state.ambient) {
+    if (SharedWithSidecar(classification, fit.backend)) continue;
+    CollectRulesetGaps(netns, fit, evidence);
+  }
+  if (classification.variant && !RouteSourceFailed(netns)) {
+    const istio::ExpectedPolicyRouting routing =
+        istio::BuildPolicyRouting(*classification.variant, netns.routing.ipv6_disabled);
+    for (const PolicyRule& wanted : routing.rules) {
+      const bool present = std::any_of(
+          netns.routing.rules.begin(), netns.routing.rules.end(),
+          [&wanted](const PolicyRule& seen) { return istio::PolicyRuleMatches(seen, wanted); });
+      if (!present) evidence.push_back("policy routing: missing " + PolicyRuleText(wanted));
+    }
+    for (const RouteEntry& wanted : routing.routes) {
+      const bool present = std::any_of(
+          netns.routing.routes.begin(), netns.routing.routes.end(),
+          [&wanted](const RouteEntry& seen) { return istio::RouteMatches(seen, wanted); });
+      if (!present) evidence.push_back("policy routing: missing " + RouteText(wanted));
+    }
+  }
+  if (evidence.empty()) return;
+  findings.push_back(MakeFinding(
+      "INCOMPLETE_RULESET", &netns,
+      "Istio ambient redirection is incomplete or out of order (variant " +
+          (classification.variant ? classification.variant->Describe() : std::string("?")) + ")",
+      std::move(evidence),
+      "Something removed or reordered Istio's in-pod rules or routes (another CNI, a manual "
+      "change, a partial cleanup); restart the pod, or the istio-cni agent with reconcile on, "
+      "to re-apply them."));
+}
+
+void CheckHostEnrollment(const NetnsSnapshot& netns, const NetnsIstioState& state,
+                         std::vector<Finding>& findings) {
+  std::vector<std::string> evidence;
+  for (const AmbientFit& fit : state.ambient) {
+    evidence.push_back(std::string(BackendName(fit.backend)) + ": " +
+                       std::to_string(CountIstioRules(netns, fit)) +
+                       " Istio in-pod rules (variant " + fit.variant.Describe() + ")");
+  }
+  findings.push_back(MakeFinding(
+      "HOST_NETNS_ENROLLED", &netns, "in-pod ambient redirection chains in the host netns",
+      std::move(evidence),
+      "A hostNetwork pod was enrolled in ambient, so the node's own traffic is redirected; label "
+      "it istio.io/dataplane-mode=none and remove the ISTIO_PRERT/ISTIO_OUTPUT chains or "
+      "istio-ambient-* tables from the host netns."));
+}
+
+void CheckDataplaneConflict(const NetnsSnapshot& netns, const NetnsClassification& classification,
+                            std::vector<Finding>& findings) {
+  if (classification.mode != DataplaneMode::kConflict) return;
+  std::vector<std::string> evidence;
+  for (Backend backend : classification.ambient_backends) {
+    evidence.push_back(std::string(BackendName(backend)) + ": ambient in-pod rules");
+  }
+  for (Backend backend : classification.sidecar_backends) {
+    evidence.push_back(std::string(BackendName(backend)) +
+                       ": sidecar rules (ISTIO_INBOUND/ISTIO_REDIRECT or istio-proxy-* tables)");
+  }
+  findings.push_back(MakeFinding(
+      "DATAPLANE_CONFLICT", &netns, "sidecar and ambient redirection in the same netns",
+      std::move(evidence),
+      "The pod is both sidecar-injected and enrolled in ambient; drop the injection or set "
+      "istio.io/dataplane-mode=none so only one dataplane captures traffic."));
+}
+
+void CheckNetns(const NetnsSnapshot& netns, const NetnsIstioState& state,
+                std::vector<Finding>& findings) {
+  CheckReadability(netns, findings);
+  if (netns.unreadable) return;
+  const NetnsClassification& classification = state.classification;
+  if (classification.is_host && !classification.ambient_backends.empty()) {
+    // The host is not a pod: completeness, duplicates and backends of in-pod rules are moot.
+    CheckHostEnrollment(netns, state, findings);
+    return;
+  }
+  CheckDuplicates(netns, classification, findings);
+  if (classification.is_host) return;
+  CheckMixedBackends(netns, state, findings);
+  CheckDataplaneConflict(netns, classification, findings);
+  if (!classification.ambient_backends.empty()) CheckCompleteness(netns, state, findings);
+}
+
+}  // namespace
+
+std::string ChainPrefix(Backend backend, Family family, std::string_view table,
+                        std::string_view chain) {
+  std::string prefix(BackendName(backend));
+  prefix += ' ';
+  prefix += FamilyName(family);
+  prefix += ' ';
+  prefix += table;
+  prefix += ' ';
+  prefix += chain;
+  return prefix;
+}
+
+std::string RuleEvidence(Backend backend, Family family, std::string_view table,
+                         std::string_view chain, const Rule& rule) {
+  return ChainPrefix(backend, family, table, chain) + ": " +
+         RenderRule(backend, family, chain, rule);
+}
+
+Finding MakeFinding(std::string_view code, const NetnsSnapshot* netns, std::string summary,
+                    std::vector<std::string> evidence, std::string hint) {
+  Finding finding;
+  finding.code = std::string(code);
+  if (const FindingCodeInfo* info = LookupFindingCode(code)) finding.severity = info->severity;
+  if (netns != nullptr) {
+    finding.netns_path = netns->netns.PrimaryPath();
+    finding.netns_inode = netns->netns.inode;
+    summary += ": netns " + NetnsLabel(*netns);
+  }
+  finding.summary = std::move(summary);
+  finding.evidence = std::move(evidence);
+  finding.hint = std::move(hint);
+  return finding;
+}
+
+}  // namespace analysis
+
+NodeAnalysis Analyze(const NodeSnapshot& snapshot, const AnalysisOptions& options) {
+  NodeAnalysis result;
+  std::vector<analysis::NetnsIstioState> states;
+  states.reserve(snapshot.netns.size());
+  for (const NetnsSnapshot& netns : snapshot.netns) {
+    states.push_back(analysis::Recognize(netns, options));
+    result.netns.push_back(states.back().classification);
+  }
+  for (size_t i = 0; i < snapshot.netns.size(); ++i) {
+    analysis::CheckNetns(snapshot.netns[i], states[i], result.findings);
+  }
+  if (!snapshot.errors.empty()) {
+    std::vector<std::string> evidence;
+    for (const SourceError& error : snapshot.errors) {
+      evidence.push_back(error.source + ": " + error.message);
+    }
+    result.findings.push_back(analysis::MakeFinding(
+        "NETNS_UNREADABLE", snapshot.Host(), "node-wide sources failed; some netns may be missing",
+        std::move(evidence),
+        "Run the agent with host PID and /proc, /run/netns mounted and CAP_SYS_ADMIN; results "
+        "cover only the namespaces that could be found."));
+  }
+  analysis::CheckBackendDrift(snapshot, states, result.findings);
+  analysis::CheckProbeSnat(snapshot, states, options, result.findings);
+
+  std::stable_sort(result.findings.begin(), result.findings.end(),
+                   [](const Finding& a, const Finding& b) {
+                     if (a.severity != b.severity) return a.severity > b.severity;
+                     return std::tie(a.netns_path, a.code) < std::tie(b.netns_path, b.code);
+                   });
+  return result;
+}
+
+}  // namespace ad

@@ -1,0 +1,27 @@
+#include "model/snapshot.h"
+
+#include <string_view>
+
+namespace ad {
+
+const std::string& NetnsRecord::PrimaryPath() const {
+  static const std::string kNoPath;
+  // Bind mounts stay valid while the pod lives; /proc links vanish with their process.
+  for (const std::string& path : paths) {
+    if (!std::string_view(path).ends_with("/ns/net")) {
+      return path;
+    }
+  }
+  return paths.empty() ? kNoPath : paths.front();
+}
+
+const NetnsSnapshot* NodeSnapshot::Host() const {
+  for (const NetnsSnapshot& snapshot : netns) {
+    if (snapshot.netns.is_host) {
+      return &snapshot;
+    }
+  }
+  return nullptr;
+}
+
+}  // namespace ad

@@ -1,0 +1,103 @@
+#include <chrono>
+#include <memory>
+#include <optional>
+
+#include "scan/inspector.h"
+#include "sources/netfilter/readers.h"
+#include "sources/netns/netns_guard.h"
+#include "sources/route/route_reader.h"
+
+namespace ad {
+namespace {
+
+// Istio's in-pod policy routing table (istio-redirect-rules §2.4).
+constexpr uint32_t kIstioRouteTable = 100;
+
+class KernelInspector : public NetnsInspector {
+ public:
+  explicit KernelInspector(const ReadLimits& limits) : limits_(limits) {}
+
+  NetnsSnapshot Inspect(const NetnsRecord& netns) override {
+    const auto started = std::chrono::steady_clock::now();
+    NetnsSnapshot snapshot;
+    snapshot.netns = netns;
+    ReadInto(snapshot);
+    snapshot.scan_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started)
+            .count();
+    return snapshot;
+  }
+
+ private:
+  void ReadInto(NetnsSnapshot& snapshot) const {
+    const std::string& path = snapshot.netns.PrimaryPath();
+    if (path.empty()) {
+      snapshot.unreadable = true;
+      snapshot.errors.push_back(SourceError{"netns", "netns record has no path", ENOENT});
+      return;
+    }
+    auto guard = NetnsGuard::Enter(path);
+    if (!guard.ok()) {
+      snapshot.unreadable = true;
+      snapshot.errors.push_back(guard.error());
+      return;
+    }
+    NetfilterState& nf = snapshot.netfilter;
+    auto keep_error = [&snapshot](const SourceError& error) { snapshot.errors.push_back(error); };
+
+    // Table names first: querying a legacy table that is not listed would create it.
+    std::optional<std::vector<std::string>> v4_names;
+    std::optional<std::vector<std::string>> v6_names;
+    if (auto names = ReadLegacyTableNames(Family::kIpv4); names.ok()) {
+      v4_names = *names;
+      nf.legacy_tables_v4 = *names;
+    } else {
+      keep_error(names.error());
+    }
+    if (auto names = ReadLegacyTableNames(Family::kIpv6); names.ok()) {
+      v6_names = *names;
+      nf.legacy_tables_v6 = *names;
+    } else {
+      keep_error(names.error());
+    }
+
+    if (auto tables = ReadNfTables(limits_); tables.ok()) {
+      nf.tables = std::move(*tables);
+    } else {
+      keep_error(tables.error());
+    }
+    for (auto [family, names] :
+         {std::pair{Family::kIpv4, &v4_names}, std::pair{Family::kIpv6, &v6_names}}) {
+      if (!names->has_value()) {
+        continue;  // unknown names: do not guess, a guess would instantiate tables
+      }
+      if (auto tables = ReadLegacyTables(family, **names, limits_); tables.ok()) {
+        for (Table& table : *tables) {
+          nf.tables.push_back(std::move(table));
+        }
+      } else {
+        keep_error(tables.error());
+      }
+    }
+    if (auto sets = ReadIpSets(limits_); sets.ok()) {
+      nf.ipsets = std::move(*sets);
+    } else {
+      keep_error(sets.error());
+    }
+    if (auto routing = ReadRouting({kIstioRouteTable}); routing.ok()) {
+      snapshot.routing = std::move(*routing);
+    } else {
+      keep_error(routing.error());
+    }
+  }
+
+  ReadLimits limits_;
+};
+
+}  // namespace
+
+std::unique_ptr<NetnsInspector> MakeKernelInspector(const ReadLimits& limits) {
+  return std::make_unique<KernelInspector>(limits);
+}
+
+}  // namespace ad

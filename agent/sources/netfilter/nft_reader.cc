@@ -1,0 +1,579 @@
+// ReadNfTables: dumps tables, chains, sets (+elements) and rules of the calling thread's netns
+// over one NETLINK_NETFILTER socket, decodes every rule and tags iptables-nft tables.
+
+#include <arpa/inet.h>
+#include <libnftnl/chain.h>
+#include <libnftnl/common.h>
+#include <libnftnl/gen.h>
+#include <libnftnl/rule.h>
+#include <libnftnl/set.h>
+#include <libnftnl/table.h>
+#include <libnftnl/udata.h>
+#include <linux/netfilter.h>
+#include <linux/netfilter/nf_tables.h>
+#include <linux/netfilter/nfnetlink.h>
+#include <netinet/in.h>
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "sources/netfilter/ipset_reader.h"
+#include "sources/netfilter/nft_reader_decode.h"
+#include "sources/netfilter/nft_reader_netlink.h"
+#include "sources/netfilter/readers.h"
+#include "sources/netfilter/xt_compat.h"
+
+namespace ad {
+namespace {
+
+constexpr char kSource[] = "nft";
+constexpr int kMaxAttempts = 3;  // re-reads when the ruleset changed during the dump
+
+struct TableDeleter {
+  void operator()(nftnl_table* t) const { nftnl_table_free(t); }
+};
+struct ChainDeleter {
+  void operator()(nftnl_chain* c) const { nftnl_chain_free(c); }
+};
+struct RuleDeleter {
+  void operator()(nftnl_rule* r) const { nftnl_rule_free(r); }
+};
+struct SetDeleter {
+  void operator()(nftnl_set* s) const { nftnl_set_free(s); }
+};
+struct GenDeleter {
+  void operator()(nftnl_gen* g) const { nftnl_gen_free(g); }
+};
+struct ElemIterDeleter {
+  void operator()(nftnl_set_elems_iter* i) const { nftnl_set_elems_iter_destroy(i); }
+};
+using TablePtr = std::unique_ptr<nftnl_table, TableDeleter>;
+using ChainPtr = std::unique_ptr<nftnl_chain, ChainDeleter>;
+using RulePtr = std::unique_ptr<nftnl_rule, RuleDeleter>;
+using SetPtr = std::unique_ptr<nftnl_set, SetDeleter>;
+using GenPtr = std::unique_ptr<nftnl_gen, GenDeleter>;
+using ElemIterPtr = std::unique_ptr<nftnl_set_elems_iter, ElemIterDeleter>;
+
+Family FamilyOf(uint32_t nfproto) {
+  switch (nfproto) {
+    case NFPROTO_INET:
+      return Family::kInet;
+    case NFPROTO_IPV4:
+      return Family::kIpv4;
+    case NFPROTO_IPV6:
+      return Family::kIpv6;
+    default:
+      return Family::kOther;
+  }
+}
+
+std::string HookName(uint32_t nfproto, uint32_t hook) {
+  if (nfproto == NFPROTO_NETDEV) {
+    return hook == 0 ? "ingress" : hook == 1 ? "egress" : "hook" + std::to_string(hook);
+  }
+  if (nfproto == NFPROTO_ARP) {
+    static constexpr std::array<const char*, 3> kArp = {"input", "output", "forward"};
+    return hook < kArp.size() ? kArp[hook] : "hook" + std::to_string(hook);
+  }
+  static constexpr std::array<const char*, 6> kInet = {"prerouting", "input",       "forward",
+                                                       "output",     "postrouting", "ingress"};
+  return hook < kInet.size() ? kInet[hook] : "hook" + std::to_string(hook);
+}
+
+std::string Str(const char* s) { return s ? std::string(s) : std::string(); }
+
+// Builds a request header (+ payload via `fill`) in `buffer`.
+template <typename Fill>
+nlmsghdr* BuildRequest(std::vector<char>* buffer, uint16_t type, uint16_t family, uint16_t flags,
+                       Fill fill) {
+  buffer->assign(MNL_SOCKET_BUFFER_SIZE, 0);
+  nlmsghdr* header = nftnl_nlmsg_build_hdr(buffer->data(), type, family, flags, 0);
+  fill(header);
+  return header;
+}
+
+// Per-table bookkeeping needed for the backend heuristic.
+struct TableState {
+  Table table;
+  uint32_t nfproto = 0;
+  bool any_xt = false;
+  bool all_rules_counted = true;
+  std::map<std::string, size_t> chain_index;
+};
+
+// Priority iptables-nft gives each built-in chain of a table (same for ip and ip6).
+std::optional<int32_t> IptablesPriority(const std::string& table, const std::string& chain) {
+  if (table == "raw") return -300;
+  if (table == "mangle") return -150;
+  if (table == "filter") return 0;
+  if (table == "security") return 50;
+  if (table == "nat") {
+    return (chain == "PREROUTING" || chain == "OUTPUT") ? -100 : 100;
+  }
+  return std::nullopt;
+}
+
+// Which tool wrote a table. iptables-nft only ever creates ip/ip6 (arptables/ebtables-nft:
+// arp/bridge) tables named after the x_tables tables, never inet. Inside such a table, xt
+// `match`/`target` compat expressions prove iptables-nft; without them (iptables-nft writes
+// plain -p/-s/-d/-i/-o/--dport natively) we require what iptables-nft always does: every rule
+// carries a counter, and every base chain has an upper-case built-in name whose hook matches
+// and, for ip/ip6, the standard priority. A native "table ip filter" written by hand usually
+// fails the counter or naming test and stays Backend::kNft.
+Backend Classify(const TableState& state) {
+  static constexpr std::array<std::string_view, 5> kTableNames = {"filter", "nat", "mangle", "raw",
+                                                                  "security"};
+  bool family_ok = state.nfproto == NFPROTO_IPV4 || state.nfproto == NFPROTO_IPV6 ||
+                   state.nfproto == NFPROTO_ARP || state.nfproto == NFPROTO_BRIDGE;
+  bool name_ok =
+      std::find(kTableNames.begin(), kTableNames.end(), state.table.name) != kTableNames.end();
+  if (!family_ok || !name_ok) {
+    return Backend::kNft;
+  }
+  if (state.any_xt) {
+    return Backend::kIptablesNft;
+  }
+  if (!state.all_rules_counted || state.table.chains.empty()) {
+    return Backend::kNft;
+  }
+  bool ip_family = state.nfproto == NFPROTO_IPV4 || state.nfproto == NFPROTO_IPV6;
+  for (const Chain& chain : state.table.chains) {
+    if (!chain.is_base) {
+      continue;
+    }
+    std::string lower = chain.name;
+    std::transform(lower.begin(), lower.end(), lower.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    bool upper_case = chain.name != lower;
+    if (!upper_case || lower != chain.hook) {
+      return Backend::kNft;
+    }
+    if (ip_family && IptablesPriority(state.table.name, chain.name) != chain.priority) {
+      return Backend::kNft;
+    }
+  }
+  return Backend::kIptablesNft;
+}
+
+// Canonical text of one set element key for the set's key type (nft datatype ids).
+std::string ElementText(uint32_t key_type, std::span<const uint8_t> key) {
+  constexpr uint32_t kIpv4Addr = 7, kIpv6Addr = 8, kInetProto = 12, kInetService = 13, kMark = 19,
+                     kIfname = 41;
+  if (key_type == kIpv4Addr && key.size() == 4) {
+    return xt::AddressText(Family::kIpv4, key.data());
+  }
+  if (key_type == kIpv6Addr && key.size() == 16) {
+    return xt::AddressText(Family::kIpv6, key.data());
+  }
+  if (key_type == kInetService && key.size() >= 2) {
+    return std::to_string((key[0] << 8) | key[1]);
+  }
+  if (key_type == kInetProto && key.size() >= 1) {
+    return std::to_string(key[0]);
+  }
+  if (key_type == kMark && key.size() == 4) {
+    uint32_t v = 0;
+    std::memcpy(&v, key.data(), 4);
+    char buf[16];
+    std::snprintf(buf, sizeof(buf), "0x%08x", v);
+    return buf;
+  }
+  if (key_type == kIfname) {
+    const auto* chars = reinterpret_cast<const char*>(key.data());
+    return std::string(chars, strnlen(chars, key.size()));
+  }
+  std::string hex = "0x";
+  static constexpr char kDigits[] = "0123456789abcdef";
+  for (uint8_t b : key) {
+    hex += kDigits[b >> 4];
+    hex += kDigits[b & 0xf];
+  }
+  return hex;
+}
+
+std::string KeyTypeName(uint32_t key_type) {
+  switch (key_type) {
+    case 7:
+      return "ipv4_addr";
+    case 8:
+      return "ipv6_addr";
+    case 12:
+      return "inet_proto";
+    case 13:
+      return "inet_service";
+    case 19:
+      return "mark";
+    case 41:
+      return "ifname";
+    default:
+      return "type:" + std::to_string(key_type);
+  }
+}
+
+// Set userdata TLV: the comment is NFTNL_UDATA_SET_COMMENT.
+std::string SetComment(nftnl_set* set) {
+  if (!nftnl_set_is_set(set, NFTNL_SET_USERDATA)) {
+    return {};
+  }
+  uint32_t len = 0;
+  const auto* data = static_cast<const uint8_t*>(nftnl_set_get_data(set, NFTNL_SET_USERDATA, &len));
+  size_t pos = 0;
+  while (data != nullptr && pos + 2 <= len) {
+    uint8_t type = data[pos];
+    uint8_t value_len = data[pos + 1];
+    if (pos + 2 + value_len > len) {
+      break;
+    }
+    if (type == NFTNL_UDATA_SET_COMMENT) {
+      const auto* chars = reinterpret_cast<const char*>(data + pos + 2);
+      return std::string(chars, strnlen(chars, value_len));
+    }
+    pos += 2 + value_len;
+  }
+  return {};
+}
+
+// Interval sets store [start, end) pairs; render each pair as "a-b" (or "a" for one address).
+// Element order from the kernel is not guaranteed, so sort by key first.
+std::vector<std::string> IntervalElements(uint32_t key_type,
+                                          std::vector<std::pair<std::vector<uint8_t>, bool>> keys) {
+  std::sort(keys.begin(), keys.end());
+  std::vector<std::string> out;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (keys[i].second) {
+      continue;  // an end without a start (e.g. the implicit 0.0.0.0 end marker)
+    }
+    std::vector<uint8_t> start = keys[i].first;
+    if (i + 1 < keys.size() && keys[i + 1].second) {
+      std::vector<uint8_t> last = keys[i + 1].first;  // exclusive end -> inclusive last
+      for (size_t b = last.size(); b-- > 0;) {
+        if (last[b]-- != 0) {
+          break;
+        }
+      }
+      std::string text = ElementText(key_type, start);
+      if (last != start) {
+        text += "-" + ElementText(key_type, last);
+      }
+      out.push_back(std::move(text));
+      ++i;
+    } else {
+      out.push_back(ElementText(key_type, start) + "-");
+    }
+  }
+  return out;
+}
+
+class NfTablesReader {
+ public:
+  explicit NfTablesReader(const ReadLimits& limits) : limits_(limits) {}
+
+  Result<std::vector<Table>> Read() {
+    std::optional<SourceError> last_error;
+    for (int attempt = 0; attempt < kMaxAttempts; ++attempt) {
+      Reset();
+      auto socket = nl::OpenNetfilterSocket(kSource);
+      if (!socket) {
+        return socket.error();
+      }
+      socket_ = socket->get();
+      auto generation_before = Generation();
+      std::optional<SourceError> error;
+      if (!generation_before) {
+        error = generation_before.error();
+      }
+      if (!error) error = DumpTables();
+      if (!error) error = DumpChains();
+      if (!error) error = DumpSets();
+      if (!error) error = DumpRules();
+      if (error) {
+        last_error = error;
+        if (error->error_number == EINTR) {
+          continue;  // ruleset changed during a dump
+        }
+        return *error;
+      }
+      if (!truncated_) {
+        auto generation_after = Generation();
+        if (!generation_after) {
+          return generation_after.error();
+        }
+        if (*generation_after != *generation_before && attempt + 1 < kMaxAttempts) {
+          continue;
+        }
+      }
+      return Finish();
+    }
+    return last_error.value_or(SourceError{kSource, "ruleset kept changing while reading", EAGAIN});
+  }
+
+ private:
+  void Reset() {
+    states_.clear();
+    table_index_.clear();
+    rule_count_ = 0;
+    element_count_ = 0;
+    truncated_ = false;
+  }
+
+  Result<uint32_t> Generation() {
+    std::vector<char> buffer;
+    nlmsghdr* request =
+        BuildRequest(&buffer, NFT_MSG_GETGEN, AF_UNSPEC, NLM_F_ACK, [](nlmsghdr*) {});
+    std::optional<uint32_t> id;
+    auto error =
+        nl::RunRequest(socket_, request, kSource, "NFT_MSG_GETGEN", [&](const nlmsghdr* message) {
+          GenPtr gen(nftnl_gen_alloc());
+          if (gen && nftnl_gen_nlmsg_parse(message, gen.get()) >= 0) {
+            id = nftnl_gen_get_u32(gen.get(), NFTNL_GEN_ID);
+          }
+          return nl::Next::kContinue;
+        });
+    if (error) {
+      return *error;
+    }
+    if (!id) {
+      return SourceError{kSource, "NFT_MSG_GETGEN: no generation id in reply", EPROTO};
+    }
+    return *id;
+  }
+
+  TableState* FindTable(uint32_t nfproto, const std::string& name) {
+    auto it = table_index_.find({nfproto, name});
+    return it == table_index_.end() ? nullptr : &states_[it->second];
+  }
+
+  std::optional<SourceError> DumpTables() {
+    std::vector<char> buffer;
+    nlmsghdr* request =
+        BuildRequest(&buffer, NFT_MSG_GETTABLE, NFPROTO_UNSPEC, NLM_F_DUMP, [](nlmsghdr*) {});
+    return nl::RunRequest(
+        socket_, request, kSource, "NFT_MSG_GETTABLE dump", [&](const nlmsghdr* message) {
+          TablePtr table(nftnl_table_alloc());
+          if (!table || nftnl_table_nlmsg_parse(message, table.get()) < 0) {
+            return nl::Next::kContinue;
+          }
+          TableState state;
+          state.nfproto = nftnl_table_get_u32(table.get(), NFTNL_TABLE_FAMILY);
+          state.table.name = Str(nftnl_table_get_str(table.get(), NFTNL_TABLE_NAME));
+          state.table.family = FamilyOf(state.nfproto);
+          table_index_[{state.nfproto, state.table.name}] = states_.size();
+          states_.push_back(std::move(state));
+          return nl::Next::kContinue;
+        });
+  }
+
+  std::optional<SourceError> DumpChains() {
+    std::vector<char> buffer;
+    nlmsghdr* request =
+        BuildRequest(&buffer, NFT_MSG_GETCHAIN, NFPROTO_UNSPEC, NLM_F_DUMP, [](nlmsghdr*) {});
+    return nl::RunRequest(
+        socket_, request, kSource, "NFT_MSG_GETCHAIN dump", [&](const nlmsghdr* message) {
+          ChainPtr c(nftnl_chain_alloc());
+          if (!c || nftnl_chain_nlmsg_parse(message, c.get()) < 0) {
+            return nl::Next::kContinue;
+          }
+          uint32_t nfproto = nftnl_chain_get_u32(c.get(), NFTNL_CHAIN_FAMILY);
+          TableState* state =
+              FindTable(nfproto, Str(nftnl_chain_get_str(c.get(), NFTNL_CHAIN_TABLE)));
+          if (state == nullptr) {
+            return nl::Next::kContinue;  // table created after our table dump
+          }
+          Chain chain;
+          chain.name = Str(nftnl_chain_get_str(c.get(), NFTNL_CHAIN_NAME));
+          if (nftnl_chain_is_set(c.get(), NFTNL_CHAIN_HOOKNUM)) {
+            chain.is_base = true;
+            chain.hook = HookName(nfproto, nftnl_chain_get_u32(c.get(), NFTNL_CHAIN_HOOKNUM));
+            chain.priority = nftnl_chain_get_s32(c.get(), NFTNL_CHAIN_PRIO);
+            chain.type = Str(nftnl_chain_get_str(c.get(), NFTNL_CHAIN_TYPE));
+            if (nftnl_chain_is_set(c.get(), NFTNL_CHAIN_POLICY)) {
+              uint32_t policy = nftnl_chain_get_u32(c.get(), NFTNL_CHAIN_POLICY);
+              chain.policy = policy == NF_ACCEPT ? "accept"
+                             : policy == NF_DROP ? "drop"
+                                                 : std::to_string(policy);
+            }
+          }
+          state->chain_index[chain.name] = state->table.chains.size();
+          state->table.chains.push_back(std::move(chain));
+          return nl::Next::kContinue;
+        });
+  }
+
+  std::optional<SourceError> DumpSets() {
+    std::vector<SetPtr> sets;
+    std::vector<char> buffer;
+    nlmsghdr* request =
+        BuildRequest(&buffer, NFT_MSG_GETSET, NFPROTO_UNSPEC, NLM_F_DUMP, [](nlmsghdr*) {});
+    auto error = nl::RunRequest(socket_, request, kSource, "NFT_MSG_GETSET dump",
+                                [&](const nlmsghdr* message) {
+                                  SetPtr set(nftnl_set_alloc());
+                                  if (set && nftnl_set_nlmsg_parse(message, set.get()) >= 0) {
+                                    sets.push_back(std::move(set));
+                                  }
+                                  return nl::Next::kContinue;
+                                });
+    if (error) {
+      return error;
+    }
+    for (SetPtr& set : sets) {
+      if (auto set_error = ReadSet(set.get())) {
+        return set_error;
+      }
+    }
+    return std::nullopt;
+  }
+
+  std::optional<SourceError> ReadSet(nftnl_set* set) {
+    uint32_t nfproto = nftnl_set_get_u32(set, NFTNL_SET_FAMILY);
+    std::string table_name = Str(nftnl_set_get_str(set, NFTNL_SET_TABLE));
+    TableState* state = FindTable(nfproto, table_name);
+    if (state == nullptr) {
+      return std::nullopt;
+    }
+    NftSet out;
+    out.name = Str(nftnl_set_get_str(set, NFTNL_SET_NAME));
+    uint32_t key_type = nftnl_set_get_u32(set, NFTNL_SET_KEY_TYPE);
+    uint32_t flags = nftnl_set_get_u32(set, NFTNL_SET_FLAGS);
+    out.key_type = KeyTypeName(key_type);
+    out.comment = SetComment(set);
+
+    std::vector<char> buffer;
+    nlmsghdr* request =
+        BuildRequest(&buffer, NFT_MSG_GETSETELEM, static_cast<uint16_t>(nfproto), NLM_F_DUMP,
+                     [&](nlmsghdr* header) { nftnl_set_elems_nlmsg_build_payload(header, set); });
+    std::vector<std::pair<std::vector<uint8_t>, bool>> keys;  // (key, is interval end)
+    bool limit_hit = false;
+    auto error = nl::RunRequest(
+        socket_, request, kSource, "NFT_MSG_GETSETELEM " + table_name + " " + out.name,
+        [&](const nlmsghdr* message) {
+          SetPtr parsed(nftnl_set_alloc());
+          if (!parsed || nftnl_set_elems_nlmsg_parse(message, parsed.get()) < 0) {
+            return nl::Next::kContinue;
+          }
+          ElemIterPtr iter(nftnl_set_elems_iter_create(parsed.get()));
+          for (nftnl_set_elem* e = iter ? nftnl_set_elems_iter_next(iter.get()) : nullptr;
+               e != nullptr; e = nftnl_set_elems_iter_next(iter.get())) {
+            if (element_count_ >= limits_.max_set_elements) {
+              limit_hit = true;
+              break;
+            }
+            uint32_t len = 0;
+            const auto* key =
+                static_cast<const uint8_t*>(nftnl_set_elem_get(e, NFTNL_SET_ELEM_KEY, &len));
+            if (key == nullptr || len > 64) {
+              continue;
+            }
+            bool is_end =
+                nftnl_set_elem_is_set(e, NFTNL_SET_ELEM_FLAGS) &&
+                (nftnl_set_elem_get_u32(e, NFTNL_SET_ELEM_FLAGS) & NFT_SET_ELEM_INTERVAL_END);
+            keys.emplace_back(std::vector<uint8_t>(key, key + len), is_end);
+            ++element_count_;
+          }
+          return nl::Next::kContinue;
+        });
+    if (error) {
+      return error;
+    }
+    if (flags & NFT_SET_INTERVAL) {
+      out.elements = IntervalElements(key_type, std::move(keys));
+    } else {
+      for (const auto& [key, is_end] : keys) {
+        out.elements.push_back(ElementText(key_type, key));
+      }
+    }
+    if (limit_hit) {
+      out.elements.push_back("<truncated: element limit reached>");
+    }
+    state->table.sets.push_back(std::move(out));
+    return std::nullopt;
+  }
+
+  std::optional<SourceError> DumpRules() {
+    std::vector<char> buffer;
+    nlmsghdr* request =
+        BuildRequest(&buffer, NFT_MSG_GETRULE, NFPROTO_UNSPEC, NLM_F_DUMP, [](nlmsghdr*) {});
+    xt::SetNameResolver resolve_ipset = [this](uint16_t index) { return IpSetName(index); };
+    return nl::RunRequest(
+        socket_, request, kSource, "NFT_MSG_GETRULE dump", [&](const nlmsghdr* message) {
+          RulePtr r(nftnl_rule_alloc());
+          if (!r || nftnl_rule_nlmsg_parse(message, r.get()) < 0) {
+            return nl::Next::kContinue;
+          }
+          uint32_t nfproto = nftnl_rule_get_u32(r.get(), NFTNL_RULE_FAMILY);
+          TableState* state =
+              FindTable(nfproto, Str(nftnl_rule_get_str(r.get(), NFTNL_RULE_TABLE)));
+          if (state == nullptr) {
+            return nl::Next::kContinue;
+          }
+          auto chain_it =
+              state->chain_index.find(Str(nftnl_rule_get_str(r.get(), NFTNL_RULE_CHAIN)));
+          if (chain_it == state->chain_index.end()) {
+            return nl::Next::kContinue;
+          }
+          Chain& chain = state->table.chains[chain_it->second];
+          if (rule_count_ >= limits_.max_rules_per_netns) {
+            // Visible marker instead of a silent cut: analysis sees an undecodable rule.
+            Rule marker;
+            marker.sem.action.kind = ActionKind::kUnknown;
+            marker.sem.action.text = "truncated: more than " +
+                                     std::to_string(limits_.max_rules_per_netns) +
+                                     " rules in this netns";
+            chain.rules.push_back(std::move(marker));
+            truncated_ = true;
+            return nl::Next::kStop;
+          }
+          ++rule_count_;
+          nft::DecodedRule decoded = nft::DecodeRule(r.get(), state->table.family, resolve_ipset);
+          state->any_xt = state->any_xt || decoded.has_xt;
+          state->all_rules_counted = state->all_rules_counted && decoded.rule.has_counter;
+          Canonicalize(decoded.rule.sem);
+          chain.rules.push_back(std::move(decoded.rule));
+          return nl::Next::kContinue;
+        });
+  }
+
+  // Lazily lists ipsets once (only when an xt `set` match is seen) to turn indexes into names.
+  std::string IpSetName(uint16_t index) {
+    if (!ipset_names_) {
+      auto names = ReadIpSetNamesByIndex();
+      ipset_names_ = names ? std::move(*names) : std::map<uint16_t, std::string>{};
+    }
+    auto it = ipset_names_->find(index);
+    return it == ipset_names_->end() ? std::string() : it->second;
+  }
+
+  std::vector<Table> Finish() {
+    std::vector<Table> tables;
+    tables.reserve(states_.size());
+    for (TableState& state : states_) {
+      state.table.backend = Classify(state);
+      tables.push_back(std::move(state.table));
+    }
+    return tables;
+  }
+
+  const ReadLimits& limits_;
+  mnl_socket* socket_ = nullptr;
+  std::vector<TableState> states_;
+  std::map<std::pair<uint32_t, std::string>, size_t> table_index_;
+  size_t rule_count_ = 0;
+  size_t element_count_ = 0;
+  bool truncated_ = false;
+  std::optional<std::map<uint16_t, std::string>> ipset_names_;
+};
+
+}  // namespace
+
+Result<std::vector<Table>> ReadNfTables(const ReadLimits& limits) {
+  NfTablesReader reader(limits);
+  return reader.Read();
+}
+
+}  // namespace ad

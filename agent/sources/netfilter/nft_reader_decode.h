@@ -1,0 +1,23 @@
+// Register-tracking decoder from one nf_tables rule's expression list to a normalized Rule.
+// Internal to the nft reader (it includes libnftnl); xt compat payloads go to xt_compat.h.
+#pragma once
+
+#include <libnftnl/rule.h>
+
+#include "model/rule.h"
+#include "sources/netfilter/xt_compat.h"
+
+namespace ad::nft {
+
+struct DecodedRule {
+  Rule rule;            // not yet canonicalized
+  bool has_xt = false;  // carried an xt `match`/`target` compat expression (iptables-nft)
+};
+
+// `table_family` gives the address width in ip/ip6 tables; inet tables take it from the
+// `meta nfproto` compare that precedes an address match. Never fails: what cannot be decoded
+// becomes kUnknown matches or actions.
+DecodedRule DecodeRule(nftnl_rule* rule, Family table_family,
+                       const xt::SetNameResolver& resolve_ipset);
+
+}  // namespace ad::nft

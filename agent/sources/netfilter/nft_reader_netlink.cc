@@ -1,0 +1,70 @@
+#include "sources/netfilter/nft_reader_netlink.h"
+
+#include <linux/netlink.h>
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <vector>
+
+namespace ad::nl {
+namespace {
+
+struct CallbackContext {
+  const MessageHandler* handler;
+  bool stopped = false;
+};
+
+int OnMessage(const nlmsghdr* message, void* data) {
+  auto* context = static_cast<CallbackContext*>(data);
+  if ((*context->handler)(message) == Next::kStop) {
+    context->stopped = true;
+    return MNL_CB_STOP;
+  }
+  return MNL_CB_OK;
+}
+
+uint32_t NextSequence() {
+  static thread_local uint32_t sequence = 1;
+  return ++sequence;
+}
+
+}  // namespace
+
+Result<MnlSocket> OpenNetfilterSocket(const std::string& source) {
+  MnlSocket socket(mnl_socket_open(NETLINK_NETFILTER));
+  if (!socket) {
+    return ErrnoError(source, "mnl_socket_open(NETLINK_NETFILTER)");
+  }
+  if (mnl_socket_bind(socket.get(), 0, MNL_SOCKET_AUTOPID) < 0) {
+    return ErrnoError(source, "mnl_socket_bind(NETLINK_NETFILTER)");
+  }
+  return socket;
+}
+
+std::optional<SourceError> RunRequest(mnl_socket* socket, nlmsghdr* request,
+                                      const std::string& source, const std::string& what,
+                                      const MessageHandler& handler) {
+  request->nlmsg_seq = NextSequence();
+  if (mnl_socket_sendto(socket, request, request->nlmsg_len) < 0) {
+    return ErrnoError(source, "sendto(" + what + ")");
+  }
+  std::vector<char> buffer(kReceiveBufferSize);
+  uint32_t port_id = mnl_socket_get_portid(socket);
+  CallbackContext context{&handler};
+  while (true) {
+    ssize_t received = mnl_socket_recvfrom(socket, buffer.data(), buffer.size());
+    if (received < 0) {
+      return ErrnoError(source, "recvfrom(" + what + ")");
+    }
+    int ret = mnl_cb_run(buffer.data(), static_cast<size_t>(received), request->nlmsg_seq, port_id,
+                         OnMessage, &context);
+    if (ret < 0) {
+      return ErrnoError(source, what);
+    }
+    if (ret == MNL_CB_STOP || context.stopped) {
+      return std::nullopt;
+    }
+  }
+}
+
+}  // namespace ad::nl

@@ -1,0 +1,204 @@
+#include "sources/netns/discovery.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <fnmatch.h>
+#include <linux/magic.h>
+#include <linux/nsfs.h>
+#include <sched.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <map>
+#include <memory>
+#include <utility>
+
+#include "sources/unique_fd.h"
+
+namespace ad {
+namespace {
+
+constexpr const char* kSource = "netns";
+
+struct DirCloser {
+  void operator()(DIR* dir) const { ::closedir(dir); }
+};
+using DirHandle = std::unique_ptr<DIR, DirCloser>;
+
+using NetnsKey = std::pair<uint64_t, uint64_t>;  // (dev, inode)
+
+// A file is a network namespace when it lives on nsfs and nsfs says it is a net namespace.
+// Plain files left behind in a netns dir (e.g. after an unmount) are skipped.
+bool IsNetnsFile(const std::string& path) {
+  struct statfs fs {};
+  if (::statfs(path.c_str(), &fs) != 0 || static_cast<uint64_t>(fs.f_type) != NSFS_MAGIC) {
+    return false;
+  }
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  return fd.valid() && ::ioctl(fd.get(), NS_GET_NSTYPE) == CLONE_NEWNET;
+}
+
+std::optional<NetnsKey> StatNetns(const std::string& path, int* error) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    *error = errno;
+    return std::nullopt;
+  }
+  return NetnsKey{static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino)};
+}
+
+class Collector {
+ public:
+  NetnsRecord& At(const NetnsKey& key) {
+    auto [it, inserted] = by_key_.try_emplace(key);
+    if (inserted) {
+      it->second.dev = key.first;
+      it->second.inode = key.second;
+    }
+    return it->second;
+  }
+  std::map<NetnsKey, NetnsRecord>& records() { return by_key_; }
+
+ private:
+  std::map<NetnsKey, NetnsRecord> by_key_;
+};
+
+void AddPath(NetnsRecord& record, const std::string& path) {
+  if (std::find(record.paths.begin(), record.paths.end(), path) == record.paths.end()) {
+    record.paths.push_back(path);
+  }
+}
+
+void ScanNetnsDir(const std::string& dir_path, const std::string& name_glob, Collector* collector,
+                  std::vector<SourceError>* warnings) {
+  DirHandle dir(::opendir(dir_path.c_str()));
+  if (!dir) {
+    if (errno != ENOENT) {  // an absent runtime dir is normal (no containerd / no CRI-O)
+      warnings->push_back(ErrnoError(kSource, "opendir(" + dir_path + ")"));
+    }
+    return;
+  }
+  std::vector<std::string> names;
+  while (dirent* entry = ::readdir(dir.get())) {
+    std::string name = entry->d_name;
+    if (name == "." || name == "..") {
+      continue;
+    }
+    if (!name_glob.empty() && ::fnmatch(name_glob.c_str(), name.c_str(), 0) != 0) {
+      continue;
+    }
+    names.push_back(std::move(name));
+  }
+  std::sort(names.begin(), names.end());
+  for (const std::string& name : names) {
+    const std::string path = dir_path + "/" + name;
+    if (!IsNetnsFile(path)) {
+      continue;
+    }
+    int error = 0;
+    if (auto key = StatNetns(path, &error)) {
+      AddPath(collector->At(*key), path);
+    } else if (error != ENOENT) {
+      warnings->push_back(ErrnoError(kSource, "stat(" + path + ")", error));
+    }
+  }
+}
+
+std::optional<int> ParsePid(const char* name) {
+  int pid = 0;
+  const char* end = name + std::char_traits<char>::length(name);
+  auto [ptr, ec] = std::from_chars(name, end, pid);
+  if (ec != std::errc() || ptr != end || pid <= 0) {
+    return std::nullopt;
+  }
+  return pid;
+}
+
+void ScanProc(const std::string& proc_root, Collector* collector,
+              std::vector<SourceError>* warnings) {
+  DirHandle dir(::opendir(proc_root.c_str()));
+  if (!dir) {
+    warnings->push_back(ErrnoError(kSource, "opendir(" + proc_root + ")"));
+    return;
+  }
+  std::vector<int> pids;
+  while (dirent* entry = ::readdir(dir.get())) {
+    if (auto pid = ParsePid(entry->d_name)) {
+      pids.push_back(*pid);
+    }
+  }
+  std::sort(pids.begin(), pids.end());
+  for (int pid : pids) {
+    const std::string path = proc_root + "/" + std::to_string(pid) + "/ns/net";
+    int error = 0;
+    auto key = StatNetns(path, &error);
+    if (!key) {
+      // Processes exit all the time (ENOENT/ESRCH); kernel threads have no ns link to follow.
+      if (error == EACCES || error == EPERM) {
+        warnings->push_back(ErrnoError(kSource, "stat(" + path + ")", error));
+      }
+      continue;
+    }
+    NetnsRecord& record = collector->At(*key);
+    AddPath(record, path);
+    record.pids.push_back(pid);
+  }
+}
+
+}  // namespace
+
+std::vector<NetnsRecord> DiscoverNetns(const DiscoveryOptions& options,
+                                       std::vector<SourceError>* warnings) {
+  std::vector<SourceError> ignored;
+  if (warnings == nullptr) {
+    warnings = &ignored;
+  }
+  Collector collector;
+  for (const std::string& dir : options.netns_dirs) {
+    ScanNetnsDir(dir, options.name_glob, &collector, warnings);
+  }
+  if (!options.proc_root.empty()) {
+    ScanProc(options.proc_root, &collector, warnings);
+  }
+
+  std::string host_path = options.host_netns_path;
+  if (host_path.empty() && !options.proc_root.empty()) {
+    host_path = options.proc_root + "/1/ns/net";
+  }
+  if (!host_path.empty()) {
+    int error = 0;
+    if (auto key = StatNetns(host_path, &error)) {
+      NetnsRecord& host = collector.At(*key);
+      host.is_host = true;
+      AddPath(host, host_path);
+    } else {
+      warnings->push_back(ErrnoError(kSource, "stat(" + host_path + ") for the host netns", error));
+    }
+  }
+
+  std::vector<NetnsRecord> records;
+  records.reserve(collector.records().size());
+  for (auto& [key, record] : collector.records()) {
+    // Bind mounts first: they outlive the processes and make the better primary path.
+    std::stable_partition(record.paths.begin(), record.paths.end(), [](const std::string& p) {
+      return !std::string_view(p).ends_with("/ns/net");
+    });
+    records.push_back(std::move(record));
+  }
+  std::sort(records.begin(), records.end(), [](const NetnsRecord& a, const NetnsRecord& b) {
+    if (a.is_host != b.is_host) {
+      return a.is_host;
+    }
+    if (a.PrimaryPath() != b.PrimaryPath()) {
+      return a.PrimaryPath() < b.PrimaryPath();
+    }
+    return std::pair(a.dev, a.inode) < std::pair(b.dev, b.inode);
+  });
+  return records;
+}
+
+}  // namespace ad

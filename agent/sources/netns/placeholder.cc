@@ -1,2 +1,0 @@
-// Placeholder: removed when the real sources land.
-namespace ad {}

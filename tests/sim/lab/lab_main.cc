@@ -1,0 +1,174 @@
+// ambient-lab: bring a simulated Istio ambient node (network namespaces + Istio's rules) up or
+// down, show what exists, or print the generated rule text.
+#include <charconv>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "lab/lab.h"
+#include "lab/rules.h"
+
+namespace {
+
+using ad::lab::LabOptions;
+
+constexpr char kUsage[] = R"(usage: ambient-lab COMMAND [options]
+
+commands:
+  up       create the lab (an existing lab with the same prefix is removed first)
+  down     remove every netns of the lab (idempotent)
+  status   list the lab's netns and what `up` injected
+  rules    print the generated rule text for one variant (no root needed)
+
+options:
+  --prefix NAME        lab name prefix (default adlab); netns are NAME-host, NAME-pod-NNN
+  --pods N             ambient pods (default 6)
+  --plain-pods N       pods without Istio rules, indexed after the ambient pods (default 0)
+  --backend B          legacy | iptables-nft | nft (default iptables-nft)
+  --ipv6               IPv6 addresses and ip6 rules too
+  --no-dns             global DNS capture off
+  --mixed-variants     pod 0 ingress mode, pod 1 virtual interfaces, pod 2 DNS override
+  --fault KIND[:POD]   inject a fault (repeatable; default pod: the last ambient pod):
+                       flip, dup-jump, delete-rule, no-policy-route, sidecar,
+                       host-enrolled, no-probe-member
+  --kubelet-uid N      skuid in the nft host rule (default 0)
+  --workers N          parallel pod setup (default 2 per CPU, 2..8)
+  rules only:  --ingress  --vif IF[,IF...]  --host
+)";
+
+bool ParseCount(std::string_view text, int& value) {
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  return ec == std::errc() && end == text.data() + text.size() && value >= 0;
+}
+
+struct CliArgs {
+  std::string command;
+  LabOptions options;
+  bool ingress = false;
+  bool host = false;
+  std::vector<std::string> vifs;
+};
+
+int Fail(const std::string& message) {
+  std::cerr << "ambient-lab: " << message << "\n";
+  return 2;
+}
+
+std::string PrintRules(const CliArgs& args) {
+  const LabOptions& options = args.options;
+  const ad::AmbientVariant variant{.dns_capture = options.dns_capture,
+                                   .ingress_mode = args.ingress,
+                                   .virtual_interfaces = args.vifs,
+                                   .ipv6 = options.ipv6};
+  if (options.backend == ad::lab::LabBackend::kNft) {
+    return args.host ? ad::lab::NftHostScript(options.ipv6, options.snat)
+                     : ad::lab::NftInpodScript(variant, options.snat);
+  }
+  std::string text;
+  for (ad::Family family : {ad::Family::kIpv4, ad::Family::kIpv6}) {
+    if (family == ad::Family::kIpv6 && !options.ipv6) break;
+    text += "# " + std::string(family == ad::Family::kIpv4 ? "ip" : "ip6") + "tables-restore\n";
+    text += args.host ? ad::lab::IptablesHostRestore(family, options.snat)
+                      : ad::lab::IptablesInpodRestore(variant, family, options.snat);
+  }
+  return text;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string_view> args(argv + 1, argv + argc);
+  if (args.empty() || args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
+    std::cout << kUsage;
+    return args.empty() ? 2 : 0;
+  }
+  CliArgs cli;
+  cli.command = args[0];
+  for (size_t i = 1; i < args.size(); ++i) {
+    const std::string_view arg = args[i];
+    auto value = [&](std::string_view& out) {
+      if (i + 1 >= args.size()) return false;
+      out = args[++i];
+      return true;
+    };
+    std::string_view text;
+    int number = 0;
+    if (arg == "--ipv6") {
+      cli.options.ipv6 = true;
+    } else if (arg == "--no-dns") {
+      cli.options.dns_capture = false;
+    } else if (arg == "--mixed-variants") {
+      cli.options.mixed_variants = true;
+    } else if (arg == "--ingress") {
+      cli.ingress = true;
+    } else if (arg == "--host") {
+      cli.host = true;
+    } else if (arg == "--prefix" && value(text)) {
+      cli.options.prefix = text;
+    } else if (arg == "--pods" && value(text) && ParseCount(text, number)) {
+      cli.options.pods = number;
+    } else if (arg == "--plain-pods" && value(text) && ParseCount(text, number)) {
+      cli.options.plain_pods = number;
+    } else if (arg == "--workers" && value(text) && ParseCount(text, number)) {
+      cli.options.workers = number;
+    } else if (arg == "--kubelet-uid" && value(text) && ParseCount(text, number)) {
+      cli.options.snat.kubelet_uid = static_cast<uint32_t>(number);
+    } else if (arg == "--backend" && value(text)) {
+      ad::Result<ad::lab::LabBackend> backend = ad::lab::ParseBackend(text);
+      if (!backend.ok()) return Fail(backend.error().message);
+      cli.options.backend = *backend;
+    } else if (arg == "--fault" && value(text)) {
+      ad::Result<ad::lab::FaultSpec> fault = ad::lab::ParseFault(text);
+      if (!fault.ok()) return Fail(fault.error().message);
+      cli.options.faults.push_back(*fault);
+    } else if (arg == "--vif" && value(text)) {
+      std::istringstream list{std::string(text)};
+      for (std::string vif; std::getline(list, vif, ',');) cli.vifs.push_back(vif);
+    } else {
+      return Fail("bad or incomplete option '" + std::string(arg) + "' (see --help)");
+    }
+  }
+
+  if (cli.command == "up") {
+    ad::Result<ad::lab::LabNode> node = ad::lab::LabUp(cli.options);
+    if (!node.ok()) return Fail(node.error().message);
+    const ad::lab::LabTimings& t = node->timings;
+    std::cout << node->Describe();
+    std::printf("lab %s up in %.2fs (netns %.2fs, host %.2fs, pods %.2fs)\n", node->prefix.c_str(),
+                t.total_seconds, t.netns_seconds, t.host_seconds, t.pods_seconds);
+    return 0;
+  }
+  if (cli.command == "down") {
+    const size_t count = ad::lab::ListLabNetns(cli.options.prefix).size();
+    ad::Result<std::monostate> down = ad::lab::LabDown(cli.options.prefix);
+    if (!down.ok()) return Fail(down.error().message);
+    std::cout << "lab " << cli.options.prefix << " down (" << count << " netns removed)\n";
+    return 0;
+  }
+  if (cli.command == "status") {
+    const std::vector<std::string> names = ad::lab::ListLabNetns(cli.options.prefix);
+    if (names.empty()) {
+      std::cout << "lab " << cli.options.prefix << ": not running\n";
+      return 1;
+    }
+    std::ifstream manifest(ad::lab::LabManifestPath(cli.options.prefix));
+    if (manifest) {
+      std::cout << manifest.rdbuf();
+    } else {
+      std::cout << "lab " << cli.options.prefix << " (no manifest; partial or foreign lab)\n";
+    }
+    std::cout << names.size() << " netns present:";
+    for (const std::string& name : names) std::cout << " " << name;
+    std::cout << "\n";
+    return 0;
+  }
+  if (cli.command == "rules") {
+    std::cout << PrintRules(cli);
+    return 0;
+  }
+  return Fail("unknown command '" + cli.command + "' (up, down, status, rules)");
+}
