@@ -195,6 +195,8 @@ void CheckProbeSnat(const NodeSnapshot& snapshot, const std::vector<NetnsIstioSt
     for (Family family : families) CheckHostRules(*host, backend, family, options, findings);
   }
 
+  // Missing members are collected per pod so that one pod gets one finding listing every family.
+  std::map<size_t, std::vector<std::string>> missing_by_pod;
   for (Family family : families) {
     const std::string_view set_name =
         family == Family::kIpv6 ? istio::kProbeSetV6 : istio::kProbeSetV4;
@@ -213,14 +215,20 @@ void CheckProbeSnat(const NodeSnapshot& snapshot, const std::vector<NetnsIstioSt
         if (std::find(members->begin(), members->end(), address.address) != members->end()) {
           continue;
         }
-        findings.push_back(MakeFinding(
-            "PROBE_SNAT_MISSING", &pod,
-            "pod IP " + address.address + " not in probe set " + std::string(set_name),
-            {"pod address " + address.address + " on " + address.ifname,
-             std::string(set_name) + " has " + std::to_string(members->size()) + " members"},
-            std::string(kProbeHint)));
+        missing_by_pod[i].push_back("pod address " + address.address + " on " + address.ifname +
+                                    " is not in " + std::string(set_name) + " (" +
+                                    std::to_string(members->size()) + " members)");
       }
     }
+  }
+  for (auto& [index, evidence] : missing_by_pod) {
+    const NetnsSnapshot& pod = snapshot.netns[index];
+    const std::string summary =
+        evidence.size() == 1
+            ? "pod IP missing from the host probe set"
+            : std::to_string(evidence.size()) + " pod IPs missing from the host probe sets";
+    findings.push_back(MakeFinding("PROBE_SNAT_MISSING", &pod, summary, std::move(evidence),
+                                   std::string(kProbeHint)));
   }
 }
 

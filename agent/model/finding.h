@@ -1,5 +1,5 @@
 // Findings: what analysis concludes, with evidence and a hint. The code table lives in
-// finding_codes.cc and also renders docs/findings.md.
+// finding.cc and also renders the README section (`ambient-doctor findings -o markdown`).
 #pragma once
 
 #include <cstdint>

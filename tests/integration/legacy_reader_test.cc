@@ -20,13 +20,6 @@ namespace {
 
 using testing::ScopedNetns;
 
-#define REQUIRE_ROOT()                                           \
-  do {                                                           \
-    if (!testing::IsRoot()) {                                    \
-      GTEST_SKIP() << "needs root to create network namespaces"; \
-    }                                                            \
-  } while (0)
-
 struct LegacyRead {
   std::vector<std::string> names;
   std::vector<Table> tables;

@@ -322,12 +322,14 @@ TEST(RuleChecks, PodIpNotInProbeSet) {
     node.netns.push_back(test::HealthyPod("/run/netns/pod-b", 4026532002, backend, kDefaultV6,
                                           "10.244.0.6", "fd00::6"));
     const NodeAnalysis analysis = Analyze(node);
-    ASSERT_EQ(Codes(analysis), (std::vector<std::string>{"PROBE_SNAT_MISSING", "PROBE_SNAT_MISSING",
-                                                         "PROBE_SNAT_MISSING"}))
+    // One finding per pod, one evidence line per missing address.
+    ASSERT_EQ(Codes(analysis),
+              (std::vector<std::string>{"PROBE_SNAT_MISSING", "PROBE_SNAT_MISSING"}))
         << Dump(analysis);
     EXPECT_EQ(analysis.findings[0].netns_path, "/run/netns/pod-a");  // fd00::5
-    EXPECT_EQ(analysis.findings[1].netns_path, "/run/netns/pod-b");
-    EXPECT_EQ(analysis.findings[2].netns_path, "/run/netns/pod-b");
+    EXPECT_EQ(analysis.findings[0].evidence.size(), 1u);
+    EXPECT_EQ(analysis.findings[1].netns_path, "/run/netns/pod-b");  // both addresses
+    EXPECT_EQ(analysis.findings[1].evidence.size(), 2u);
   }
 }
 

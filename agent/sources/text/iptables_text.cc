@@ -768,6 +768,7 @@ std::string RenderIptablesRestore(const std::vector<Table>& tables) {
     }
     for (const auto& chain : table.chains) {
       for (const auto& rule : chain.rules) {
+        // Whatever the table's origin, restore input is iptables syntax.
         out += RenderRule(table.backend == Backend::kNft ? Backend::kIptablesNft : table.backend,
                           table.family, chain.name, rule);
         out += '\n';

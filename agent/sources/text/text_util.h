@@ -7,7 +7,6 @@
 #include <string_view>
 #include <vector>
 
-#include "model/rule.h"
 #include "model/snapshot.h"
 
 namespace ad::text {
