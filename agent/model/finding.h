@@ -57,9 +57,9 @@ struct NetnsClassification {
   DataplaneMode mode = DataplaneMode::kNone;
   std::set<Backend> ambient_backends;  // backends that hold in-pod ambient rules
   std::set<Backend> sidecar_backends;
-  std::set<Family> families;           // families with ambient rules (inet nft counts as v4+v6)
+  std::set<Family> families;  // families with ambient rules (inet nft counts as v4+v6)
   std::optional<AmbientVariant> variant;
-  bool host_rules_present = false;     // ISTIO_POSTRT / istio-ambient-nat postrouting
+  bool host_rules_present = false;  // ISTIO_POSTRT / istio-ambient-nat postrouting
   std::set<Backend> host_backends;
 };
 

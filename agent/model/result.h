@@ -15,7 +15,7 @@ namespace ad {
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : value_(std::move(value)) {}  // NOLINT: implicit by design
+  Result(T value) : value_(std::move(value)) {}            // NOLINT: implicit by design
   Result(SourceError error) : error_(std::move(error)) {}  // NOLINT
 
   bool ok() const { return value_.has_value(); }

@@ -12,14 +12,14 @@ namespace ad {
 
 enum class Backend : uint8_t {
   kIptablesLegacy,  // x_tables, read with IPT_SO_GET_ENTRIES
-  kIptablesNft,     // nf_tables tables written by iptables-nft (ip/ip6 filter/nat/mangle/raw/security)
-  kNft,             // native nf_tables (e.g. inet istio-ambient-*)
+  kIptablesNft,  // nf_tables tables written by iptables-nft (ip/ip6 filter/nat/mangle/raw/security)
+  kNft,          // native nf_tables (e.g. inet istio-ambient-*)
 };
 
 enum class Family : uint8_t {
   kIpv4,
   kIpv6,
-  kInet,  // nft inet table: one rule set for both families
+  kInet,   // nft inet table: one rule set for both families
   kOther,  // arp, bridge, netdev: read but never Istio's
 };
 
@@ -59,26 +59,28 @@ struct Match {
 
 // What a rule does once all matches hold.
 enum class ActionKind : uint8_t {
-  kContinue,          // no verdict (counter-only rule): evaluation goes on
+  kContinue,  // no verdict (counter-only rule): evaluation goes on
   kAccept,
   kDrop,
   kReject,
   kReturn,
-  kJump,              // text = target chain
-  kGoto,              // text = target chain
-  kRedirect,          // value = first port, value2 = last port (0 = no port change)
-  kDnat,              // text = address[:port]
-  kSnat,              // text = address[:port]
+  kJump,      // text = target chain
+  kGoto,      // text = target chain
+  kRedirect,  // value = first port, value2 = last port (0 = no port change)
+  kDnat,      // text = address[:port]
+  kSnat,      // text = address[:port]
   kMasquerade,
-  kTproxy,            // value = port, value2 = mark, value3 = mask
-  kSetMark,           // skb->mark = (mark & ~value2) ^ value   (MARK --set-xmark value/value2)
-  kSetConnmark,       // ct->mark = (ct->mark & ~value2) ^ value (CONNMARK --set-xmark value/value2)
-  kRestoreConnmark,   // skb->mark = (mark & ~value) | (ct->mark & value2): value = nfmask, value2 = ctmask
-  kSaveConnmark,      // ct->mark = (ct->mark & ~value2) | (mark & value): value = nfmask, value2 = ctmask
-  kCtZone,            // value = conntrack zone
+  kTproxy,           // value = port, value2 = mark, value3 = mask
+  kSetMark,          // skb->mark = (mark & ~value2) ^ value   (MARK --set-xmark value/value2)
+  kSetConnmark,      // ct->mark = (ct->mark & ~value2) ^ value (CONNMARK --set-xmark value/value2)
+  kRestoreConnmark,  // skb->mark = (mark & ~value) | (ct->mark & value2): value = nfmask, value2 =
+                     // ctmask
+  kSaveConnmark,     // ct->mark = (ct->mark & ~value2) | (mark & value): value = nfmask, value2 =
+                     // ctmask
+  kCtZone,           // value = conntrack zone
   kNotrack,
   kLog,
-  kUnknown,           // text = description of a target / statement we do not decode
+  kUnknown,  // text = description of a target / statement we do not decode
 };
 
 struct Action {
@@ -102,8 +104,8 @@ struct RuleSemantics {
 
 struct Rule {
   RuleSemantics sem;
-  std::string comment;   // -m comment / nft comment: evidence only, not meaning
-  uint64_t handle = 0;   // nft rule handle; 0 for legacy
+  std::string comment;  // -m comment / nft comment: evidence only, not meaning
+  uint64_t handle = 0;  // nft rule handle; 0 for legacy
   bool has_counter = false;
 };
 

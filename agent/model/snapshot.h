@@ -13,8 +13,8 @@ namespace ad {
 
 // A source that could not be read, as data (never an exception through the scan).
 struct SourceError {
-  std::string source;  // "nft", "iptables-legacy/ipv4", "route", "ipset", "netns" ...
-  std::string message; // names the syscall, the target and the errno text
+  std::string source;   // "nft", "iptables-legacy/ipv4", "route", "ipset", "netns" ...
+  std::string message;  // names the syscall, the target and the errno text
   int error_number = 0;
 };
 
@@ -62,7 +62,7 @@ struct RoutingState {
 };
 
 struct NetfilterState {
-  std::vector<Table> tables;      // all backends
+  std::vector<Table> tables;  // all backends
   std::vector<IpSet> ipsets;
   std::vector<std::string> legacy_tables_v4;  // ip_tables_names as read inside the netns
   std::vector<std::string> legacy_tables_v6;  // ip6_tables_names

@@ -24,9 +24,10 @@ Result<std::vector<Table>> ReadNfTables(const ReadLimits& limits);
 // file never instantiates a table; querying a table that is not listed would.
 Result<std::vector<std::string>> ReadLegacyTableNames(Family family);
 
-// x_tables via IPT_SO_GET_INFO / IPT_SO_GET_ENTIRES (IP6T_* for ipv6), only for `table_names`
+// x_tables via IPT_SO_GET_INFO / IPT_SO_GET_ENTRIES (IP6T_* for ipv6), only for `table_names`
 // (which must come from ReadLegacyTableNames).
-Result<std::vector<Table>> ReadLegacyTables(Family family, const std::vector<std::string>& table_names,
+Result<std::vector<Table>> ReadLegacyTables(Family family,
+                                            const std::vector<std::string>& table_names,
                                             const ReadLimits& limits);
 
 // ipset sets with members (netlink NFNL_SUBSYS_IPSET, list only).
