@@ -112,14 +112,36 @@ std::string Upper(std::string s) {
   return s;
 }
 
+int HookOrder(const std::string& hook) {
+  static const char* kOrder[] = {"prerouting", "input", "forward", "output", "postrouting"};
+  for (int i = 0; i < 5; ++i) {
+    if (hook == kOrder[i]) return i;
+  }
+  return 5;
+}
+
+// iptables-save order: built-in chains in hook order, then user chains by name.
+std::vector<const Chain*> SaveOrder(const Table& t) {
+  std::vector<const Chain*> chains;
+  for (const auto& c : t.chains) chains.push_back(&c);
+  std::stable_sort(chains.begin(), chains.end(), [](const Chain* a, const Chain* b) {
+    if (a->is_base != b->is_base) return a->is_base;
+    if (a->is_base) return HookOrder(a->hook) < HookOrder(b->hook);
+    return a->name < b->name;
+  });
+  return chains;
+}
+
 void RenderIptablesTable(const Table& t, std::string& out) {
   out += "*" + t.name + "\n";
-  for (const auto& c : t.chains) {
+  const std::vector<const Chain*> chains = SaveOrder(t);
+  for (const Chain* chain : chains) {
+    const Chain& c = *chain;
     out += ":" + c.name + " " + (c.is_base ? Upper(c.policy.empty() ? "accept" : c.policy) : "-") +
            "\n";
   }
-  for (const auto& c : t.chains) {
-    for (const auto& r : c.rules) out += RenderRule(t.backend, t.family, c.name, r) + "\n";
+  for (const Chain* c : chains) {
+    for (const auto& r : c->rules) out += RenderRule(t.backend, t.family, c->name, r) + "\n";
   }
   out += "COMMIT\n";
 }

@@ -132,6 +132,9 @@ void ScanProc(const std::string& proc_root, Collector* collector,
     }
   }
   std::sort(pids.begin(), pids.end());
+  // Permission failures are summarised in one warning: on a locked-down node there can be many.
+  int denied = 0;
+  std::optional<SourceError> first_denied;
   for (int pid : pids) {
     const std::string path = proc_root + "/" + std::to_string(pid) + "/ns/net";
     int error = 0;
@@ -139,13 +142,20 @@ void ScanProc(const std::string& proc_root, Collector* collector,
     if (!key) {
       // Processes exit all the time (ENOENT/ESRCH); kernel threads have no ns link to follow.
       if (error == EACCES || error == EPERM) {
-        warnings->push_back(ErrnoError(kSource, "stat(" + path + ")", error));
+        ++denied;
+        if (!first_denied) first_denied = ErrnoError(kSource, "stat(" + path + ")", error);
       }
       continue;
     }
     NetnsRecord& record = collector->At(*key);
     AddPath(record, path);
     record.pids.push_back(pid);
+  }
+  if (first_denied) {
+    if (denied > 1) {
+      first_denied->message += " (and " + std::to_string(denied - 1) + " more processes)";
+    }
+    warnings->push_back(*first_denied);
   }
 }
 
@@ -166,12 +176,29 @@ std::vector<NetnsRecord> DiscoverNetns(const DiscoveryOptions& options,
   }
 
   std::string host_path = options.host_netns_path;
-  if (host_path.empty() && !options.proc_root.empty()) {
+  const bool host_defaulted = host_path.empty() && !options.proc_root.empty();
+  if (host_defaulted) {
     host_path = options.proc_root + "/1/ns/net";
   }
   if (!host_path.empty()) {
     int error = 0;
-    if (auto key = StatNetns(host_path, &error)) {
+    auto key = StatNetns(host_path, &error);
+    if (!key && host_defaulted) {
+      // PID 1 hidden (hardened procfs, sandbox): the agent runs with hostNetwork, so its own netns
+      // is the host's. Say so, since a non-hostNetwork agent would pick the wrong one.
+      const std::string self_path = "/proc/self/ns/net";
+      int self_error = 0;
+      key = StatNetns(self_path, &self_error);
+      if (key) {
+        warnings->push_back(ErrnoError(kSource,
+                                       "stat(" + host_path +
+                                           ") for the host netns; using this process's netns "
+                                           "instead (pass --host-netns to choose)",
+                                       error));
+        host_path = self_path;
+      }
+    }
+    if (key) {
       NetnsRecord& host = collector.At(*key);
       host.is_host = true;
       AddPath(host, host_path);

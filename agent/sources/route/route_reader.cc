@@ -127,8 +127,11 @@ Result<RoutingState> ReadRouting(const std::vector<uint32_t>& tables) {
   NlCache rules(raw);
   for (nl_object* obj = nl_cache_get_first(rules.get()); obj; obj = nl_cache_get_next(obj)) {
     auto* rule = reinterpret_cast<rtnl_rule*>(obj);
+    // Multicast routing (RTNL_FAMILY_IPMR/IP6MR) keeps rule tables of its own; not Istio's.
+    const int af = rtnl_rule_get_family(rule);
+    if (af != AF_INET && af != AF_INET6) continue;
     PolicyRule out;
-    out.family = FamilyOf(rtnl_rule_get_family(rule));
+    out.family = FamilyOf(af);
     out.priority = rtnl_rule_get_prio(rule);
     out.fwmark = rtnl_rule_get_mark(rule);
     out.fwmask = out.fwmark == 0 ? 0 : rtnl_rule_get_mask(rule);
