@@ -8,15 +8,10 @@
 #include <vector>
 
 #include "model/rule.h"
+#include "model/source_error.h"
+#include "model/zds.h"
 
 namespace ad {
-
-// A source that could not be read, as data (never an exception through the scan).
-struct SourceError {
-  std::string source;   // "nft", "iptables-legacy/ipv4", "route", "ipset", "netns" ...
-  std::string message;  // names the syscall, the target and the errno text
-  int error_number = 0;
-};
 
 struct NetnsRecord {
   uint64_t dev = 0;
@@ -72,8 +67,9 @@ struct NetnsSnapshot {
   NetnsRecord netns;
   NetfilterState netfilter;
   RoutingState routing;
-  std::vector<SourceError> errors;  // partial failures; a vanished netns shows up here
-  bool unreadable = false;          // nothing could be read at all
+  std::vector<ListeningSocket> listeners;  // TCP LISTEN + bound UDP sockets (sock_diag)
+  std::vector<SourceError> errors;         // partial failures; a vanished netns shows up here
+  bool unreadable = false;                 // nothing could be read at all
   double scan_ms = 0;
 };
 
@@ -83,6 +79,13 @@ struct NodeSnapshot {
   std::vector<NetnsSnapshot> netns;
   std::vector<SourceError> errors;  // node-wide source failures (e.g. /proc unreadable)
   double scan_ms = 0;
+
+  // ZDS hand-off and pod identity (node-wide sources; empty when not collected).
+  bool zds_collected = false;
+  ZdsSocketState zds;
+  std::vector<ProcessNetnsFds> processes;  // istio-cni and ztunnel processes only
+  std::vector<ZtunnelAdminState> ztunnels;
+  CriState cri;
 
   const NetnsSnapshot* Host() const;
 };

@@ -1,0 +1,119 @@
+// Snapshot data for the ZDS hand-off cross-check (istio-cni → ztunnel), pod identity and ztunnel's
+// own view. Plain data like the rest of the snapshot; filled by read-only sources only (the agent
+// never connects to the ZDS socket).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "model/rule.h"
+#include "model/source_error.h"
+
+namespace ad {
+
+// One AF_UNIX socket as sock_diag reports it.
+struct UnixSocket {
+  uint64_t inode = 0;
+  uint32_t type = 0;           // SOCK_STREAM 1, SOCK_DGRAM 2, SOCK_SEQPACKET 5
+  uint8_t state = 0;           // TCP_ESTABLISHED 1, TCP_LISTEN 10 (kernel reuses TCP states)
+  std::string path;            // bound name; empty for accepted sockets and unbound clients
+  uint64_t peer_inode = 0;     // connected peer (0 for listeners)
+  uint32_t receive_queue = 0;  // bytes/records not yet read (listener: pending accept backlog)
+  uint32_t send_queue = 0;
+  std::vector<int> owner_pids;  // processes holding an fd on it (from /proc/<pid>/fd)
+};
+
+// The ZDS socket seen from the kernel: istio-cni's listener, its accepted connections and the
+// ztunnel-side client sockets they are connected to.
+struct ZdsSocketState {
+  std::string path;  // default /var/run/ztunnel/ztunnel.sock
+  bool listener_found = false;
+  UnixSocket listener;
+  std::vector<UnixSocket> accepted;  // server side of each connection (owner: istio-cni)
+  std::vector<UnixSocket> clients;   // client side of each connection (owner: ztunnel)
+  std::vector<SourceError> errors;
+};
+
+enum class ProcessRole : uint8_t { kOther, kIstioCni, kZtunnel };
+std::string_view ProcessRoleName(ProcessRole role);  // "other", "istio-cni", "ztunnel"
+
+// A process that matters for the hand-off, with the network namespaces it holds open as fds
+// (identified by stat() of /proc/<pid>/fd/<n>: nsfs dev + inode, never by the link text).
+struct ProcessNetnsFds {
+  int pid = 0;
+  std::string comm;
+  ProcessRole role = ProcessRole::kOther;
+  uint64_t own_netns_inode = 0;           // the netns the process itself lives in
+  std::vector<uint64_t> netns_fd_inodes;  // sorted, unique
+  int64_t start_time_unix_ms = 0;         // from /proc/<pid>/stat starttime + boot time
+};
+
+// One listening socket inside a netns (sock_diag AF_INET/AF_INET6).
+struct ListeningSocket {
+  Family family = Family::kIpv4;
+  uint8_t protocol = 6;  // 6 tcp, 17 udp (udp "listening" = bound, unconnected)
+  std::string address;   // canonical bind address ("0.0.0.0", "::", "127.0.0.1")
+  uint16_t port = 0;
+  uint32_t mark = 0;  // SO_MARK (ztunnel: 0x539)
+  uint64_t inode = 0;
+  std::vector<int> owner_pids;
+};
+
+// ztunnel's per-pod state from /config_dump "workloadState" (keyed by Kubernetes pod UID).
+struct ZtunnelWorkloadState {
+  std::string pod_uid;
+  std::string state;  // "Pending" | "Up"
+  std::string name;
+  std::string namespace_name;
+  std::string service_account;
+};
+
+// One entry of /config_dump "workloads" (cluster-wide, from XDS).
+struct ZtunnelWorkload {
+  std::string uid;  // XDS uid, e.g. "Kubernetes//Pod/<ns>/<name>" (not the pod UID)
+  std::string name;
+  std::string namespace_name;
+  std::string node;
+  std::string protocol;          // "HBONE" | "TCP"
+  std::string network_mode;      // "Standard" | "HostNetwork"
+  std::vector<std::string> ips;  // canonical addresses without network prefix
+};
+
+// What one ztunnel process says about itself over its admin/readiness/stats ports.
+struct ZtunnelAdminState {
+  int pid = 0;
+  uint64_t netns_inode = 0;
+  bool admin_reachable = false;
+  std::optional<bool> ready;               // :15021/healthz/ready 200 vs 500
+  std::vector<std::string> pending_tasks;  // from "not ready, pending: a, b"
+  std::vector<ZtunnelWorkloadState> workload_state;
+  std::vector<ZtunnelWorkload> workloads;
+  std::optional<double> active_proxy_count;   // workload_manager_active_proxy_count
+  std::optional<double> pending_proxy_count;  // workload_manager_pending_proxy_count
+  std::vector<SourceError> errors;
+};
+
+// Pod identity from CRI (runtime.v1 ListPodSandbox + PodSandboxStatus verbose).
+struct PodIdentity {
+  std::string uid;
+  std::string name;
+  std::string namespace_name;
+  std::string sandbox_id;
+  int pid = 0;               // pause process, 0 when unknown
+  std::string netns_path;    // from the verbose info JSON
+  uint64_t netns_inode = 0;  // stat of netns_path (or /proc/<pid>/ns/net), 0 if unresolved
+  bool host_network = false;
+  std::vector<std::string> ips;
+};
+
+struct CriState {
+  bool available = false;
+  std::string endpoint;  // the socket that answered
+  std::string runtime;   // "containerd 1.6.20"
+  std::vector<PodIdentity> pods;
+  std::vector<SourceError> errors;
+};
+
+}  // namespace ad
