@@ -57,6 +57,10 @@ NodeSnapshot ScanNode(const ScanOptions& options, NetnsInspector& inspector) {
   }
   pool.clear();  // joins
 
+  for (const auto& source : options.node_sources) {
+    if (source) source->Collect(node);
+  }
+
   node.scan_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
   return node;

@@ -1,0 +1,1 @@
+// Keeps ad_proto non-empty until the first .proto file lands.
