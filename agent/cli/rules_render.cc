@@ -93,20 +93,6 @@ std::string_view ActionKindName(ActionKind k) {
 
 bool IsIptables(Backend b) { return b != Backend::kNft; }
 
-std::string NftFamilyName(Family f) {
-  switch (f) {
-    case Family::kIpv4:
-      return "ip";
-    case Family::kIpv6:
-      return "ip6";
-    case Family::kInet:
-      return "inet";
-    case Family::kOther:
-      return "other";
-  }
-  return "other";
-}
-
 std::string Upper(std::string s) {
   std::transform(s.begin(), s.end(), s.begin(), ::toupper);
   return s;
@@ -147,7 +133,7 @@ void RenderIptablesTable(const Table& t, std::string& out) {
 }
 
 void RenderNftTable(const Table& t, std::string& out) {
-  out += "table " + NftFamilyName(t.family) + " " + t.name + " {\n";
+  out += "table " + std::string(NftFamilyKeyword(t.family)) + " " + t.name + " {\n";
   for (const auto& s : t.sets) {
     out += "\tset " + s.name + " {\n\t\ttype " + s.key_type + "\n";
     if (!s.comment.empty()) out += "\t\tcomment \"" + s.comment + "\"\n";

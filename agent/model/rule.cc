@@ -437,6 +437,20 @@ std::string_view BackendName(Backend b) {
   return "unknown";
 }
 
+std::string_view NftFamilyKeyword(Family f) {
+  switch (f) {
+    case Family::kIpv4:
+      return "ip";
+    case Family::kIpv6:
+      return "ip6";
+    case Family::kInet:
+      return "inet";
+    case Family::kOther:
+      return "";
+  }
+  return "";
+}
+
 std::string_view FamilyName(Family f) {
   switch (f) {
     case Family::kIpv4:

@@ -23,8 +23,9 @@ enum class Family : uint8_t {
   kOther,  // arp, bridge, netdev: read but never Istio's
 };
 
-std::string_view BackendName(Backend b);  // "iptables-legacy", "iptables-nft", "nft"
-std::string_view FamilyName(Family f);    // "ipv4", "ipv6", "inet", "other"
+std::string_view BackendName(Backend b);      // "iptables-legacy", "iptables-nft", "nft"
+std::string_view FamilyName(Family f);        // "ipv4", "ipv6", "inet", "other"
+std::string_view NftFamilyKeyword(Family f);  // "ip", "ip6", "inet", "" (as nft spells tables)
 
 // One match condition. Only the fields named for each kind are meaningful; the rest stay zero so
 // that defaulted comparison is semantic equality.

@@ -28,20 +28,6 @@ std::optional<Family> FamilyFromName(std::string_view name) {
   return std::nullopt;
 }
 
-std::string_view FamilyKeyword(Family family) {
-  switch (family) {
-    case Family::kIpv4:
-      return "ip";
-    case Family::kIpv6:
-      return "ip6";
-    case Family::kInet:
-      return "inet";
-    case Family::kOther:
-      return "";
-  }
-  return "";
-}
-
 // Named chain priorities of the ip/ip6/inet families (nft(8), "CHAINS").
 std::optional<int32_t> NamedPriority(std::string_view name) {
   if (name == "raw") return -300;
@@ -914,7 +900,7 @@ Result<std::vector<Table>> ParseNftText(std::string_view text) {
 std::string RenderNftScript(const std::vector<Table>& tables) {
   std::string out;
   for (const auto& table : tables) {
-    const std::string_view family = FamilyKeyword(table.family);
+    const std::string_view family = NftFamilyKeyword(table.family);
     if (family.empty()) {
       out += "# table " + table.name + ": family not representable, skipped\n";
       continue;
