@@ -2,9 +2,11 @@
 // kernel, netlink or library headers here; everything is testable without root.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
+#include "analysis/history.h"
 #include "model/finding.h"
 #include "model/snapshot.h"
 
@@ -15,6 +17,8 @@ struct AnalysisOptions {
   std::vector<std::string> probe_snat_v4 = {"169.254.7.127"};
   std::vector<std::string> probe_snat_v6 = {"fd16:9254:7127:1337:ffff:ffff:ffff:ffff",
                                             "e9ac:1e77:90ca:399f:4d6d:ece2:2f9b:3164"};
+  // A ZDS hand-off signal seen continuously for at least this long is a stall, not pending.
+  int64_t zds_stall_threshold_ms = 30000;
 };
 
 struct NodeAnalysis {
@@ -23,6 +27,10 @@ struct NodeAnalysis {
 };
 
 NodeAnalysis Analyze(const NodeSnapshot& snapshot, const AnalysisOptions& options = {});
+// Same, ageing ZDS signals with `history` (updated: first-seen times of the signals in this
+// snapshot are kept, the others forgotten). A null history behaves like a one-shot report.
+NodeAnalysis Analyze(const NodeSnapshot& snapshot, const AnalysisOptions& options,
+                     History* history);
 
 // Recognizer for one netns (used by Analyze and by the `rules` command).
 NetnsClassification Classify(const NetnsSnapshot& netns, const AnalysisOptions& options = {});

@@ -5,6 +5,7 @@
 #include <string_view>
 #include <vector>
 
+#include "analysis/history.h"
 #include "analysis/recognizer.h"
 
 namespace ad::analysis {
@@ -25,5 +26,15 @@ void CheckProbeSnat(const NodeSnapshot& snapshot, const std::vector<NetnsIstioSt
 // BACKEND_DRIFT: pods whose only ambient backend differs from the node's (host_checks.cc).
 void CheckBackendDrift(const NodeSnapshot& snapshot, const std::vector<NetnsIstioState>& states,
                        std::vector<Finding>& findings);
+
+// Joins CRI pods to netns by inode: fills classification pod/pod_uid and the pod of findings that
+// name such a netns (zds_checks.cc). Harmless without CRI data.
+void AnnotatePods(const NodeSnapshot& snapshot, std::vector<NetnsClassification>& netns,
+                  std::vector<Finding>& findings);
+// The ZDS hand-off checks (zds_checks.cc); only call when snapshot.zds_collected. Fills the ZDS
+// columns of `netns` and ages signals in `history`.
+void CheckZds(const NodeSnapshot& snapshot, const std::vector<NetnsIstioState>& states,
+              const AnalysisOptions& options, History& history,
+              std::vector<NetnsClassification>& netns, std::vector<Finding>& findings);
 
 }  // namespace ad::analysis

@@ -310,6 +310,11 @@ Finding MakeFinding(std::string_view code, const NetnsSnapshot* netns, std::stri
 }  // namespace analysis
 
 NodeAnalysis Analyze(const NodeSnapshot& snapshot, const AnalysisOptions& options) {
+  return Analyze(snapshot, options, nullptr);
+}
+
+NodeAnalysis Analyze(const NodeSnapshot& snapshot, const AnalysisOptions& options,
+                     History* history) {
   NodeAnalysis result;
   std::vector<analysis::NetnsIstioState> states;
   states.reserve(snapshot.netns.size());
@@ -333,6 +338,16 @@ NodeAnalysis Analyze(const NodeSnapshot& snapshot, const AnalysisOptions& option
   }
   analysis::CheckBackendDrift(snapshot, states, result.findings);
   analysis::CheckProbeSnat(snapshot, states, options, result.findings);
+
+  // Without a caller's history every signal is first seen now (a one-shot report).
+  History one_shot;
+  History& ages = history != nullptr ? *history : one_shot;
+  ages.BeginScan(snapshot.taken_at_unix_ms);
+  if (snapshot.zds_collected) {
+    analysis::CheckZds(snapshot, states, options, ages, result.netns, result.findings);
+  }
+  ages.EndScan();
+  analysis::AnnotatePods(snapshot, result.netns, result.findings);
 
   std::stable_sort(result.findings.begin(), result.findings.end(),
                    [](const Finding& a, const Finding& b) {

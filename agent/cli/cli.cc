@@ -7,17 +7,27 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <map>
+#include <memory>
+#include <optional>
+#include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "analysis/analysis.h"
+#include "analysis/history.h"
 #include "cli/flags.h"
 #include "cli/report_render.h"
 #include "cli/rules_render.h"
 #include "model/json.h"
+#include "scan/cri_node_source.h"
 #include "scan/scanner.h"
+#include "scan/zds_node_source.h"
+#include "scan/ztunnel_node_source.h"
 
 namespace ad::cli {
 namespace {
@@ -33,6 +43,7 @@ Usage: ambient-doctor <command> [flags]
 Commands:
   report     Scan every network namespace of the node and print the report (exit 0 healthy,
              1 findings at warning or above, 2 scan failed).
+  watch      Rescan periodically and print one line per finding opened or resolved.
   rules      Print the normalized netfilter rules and policy routes of one netns.
   findings   List every finding code with its severity and meaning.
   version    Print the version.
@@ -81,9 +92,11 @@ void AddDiscoveryFlags(FlagSet& flags) {
              .help = "Only bind mounts whose file name matches this glob."});
   flags.Add({.name = "lab",
              .takes_value = false,
-             .help = "Scan the embedded lab node (scripts/lab up): shorthand for --no-proc "
-                     "--netns-dir /run/netns --netns-match 'adlab-*' --host-netns "
-                     "/run/netns/adlab-host."});
+             .help =
+                 "Scan the embedded lab node (scripts/lab up): shorthand for --no-proc "
+                 "--netns-dir /run/netns --netns-match 'adlab-*' --host-netns "
+                 "/run/netns/adlab-host, with the ZDS socket /run/ambient-lab/adlab/ztunnel.sock "
+                 "and ztunnel admin in /run/netns/adlab-ztunnel."});
   flags.Add({.name = "lab-prefix",
              .value_name = "NAME",
              .default_text = "adlab",
@@ -105,6 +118,183 @@ DiscoveryOptions DiscoveryFromFlags(const FlagSet& flags) {
   if (flags.Has("host-netns")) d.host_netns_path = flags.Get("host-netns");
   if (flags.Has("netns-match")) d.name_glob = flags.Get("netns-match");
   return d;
+}
+
+void AddNodeSourceFlags(FlagSet& flags) {
+  flags.Add({.name = "zds-socket",
+             .value_name = "PATH",
+             .default_text = "/var/run/ztunnel/ztunnel.sock",
+             .help = "istio-cni's ZDS socket, observed through sock_diag only (never connected)."});
+  flags.Add({.name = "host-root",
+             .value_name = "PATH",
+             .default_text = "\"\"",
+             .help = "Prefix for host paths (ZDS socket, CRI socket, netns pins) when the node's / "
+                     "is mounted elsewhere, e.g. /host in a pod."});
+  flags.Add({.name = "cri-endpoint",
+             .value_name = "unix://PATH",
+             .default_text = "probe containerd, CRI-O, cri-dockerd sockets",
+             .help = "CRI runtime socket used to name the pods of each netns."});
+  flags.Add({.name = "no-cri", .takes_value = false, .help = "Do not ask the container runtime."});
+  flags.Add({.name = "no-zds",
+             .takes_value = false,
+             .help = "Skip the ZDS socket, process fd inventory and ztunnel admin sources (and "
+                     "every ZDS check)."});
+  flags.Add({.name = "ztunnel-admin-port",
+             .value_name = "PORT",
+             .default_text = "15000",
+             .help = "ztunnel admin port for /config_dump (read-only GETs)."});
+  flags.Add(
+      {.name = "zds-stall-threshold",
+       .value_name = "DURATION",
+       .default_text = "30s",
+       .help = "How long a ZDS hand-off may stay pending before it is a stall (ms, s, m, h)."});
+}
+
+// "30s", "500ms", "2m", "1h"; a bare number is seconds.
+std::optional<int64_t> ParseDurationMs(const std::string& text) {
+  size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  const std::string unit = text.substr(used);
+  double scale = 0;
+  if (unit.empty() || unit == "s") {
+    scale = 1000;
+  } else if (unit == "ms") {
+    scale = 1;
+  } else if (unit == "m" || unit == "min") {
+    scale = 60000;
+  } else if (unit == "h") {
+    scale = 3600000;
+  }
+  if (scale == 0 || value < 0) return std::nullopt;
+  return static_cast<int64_t>(value * scale);
+}
+
+bool PathExists(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+// Node sources in the order they depend on each other: ZDS (finds istio-cni and ztunnel
+// processes) -> ztunnel admin (queries those processes) -> CRI (names the pods).
+std::optional<std::string> AddNodeSources(const FlagSet& flags, ScanOptions& scan) {
+  const bool lab = flags.Has("lab") || flags.Has("lab-prefix");
+  const std::string lab_prefix = flags.Get("lab-prefix", "adlab");
+  const std::string host_root = flags.Get("host-root");
+  // Process fds live under procfs even when discovery skips /proc (--no-proc, --lab).
+  const std::string proc_root = flags.Get("proc-root", "/proc");
+  const std::string lab_socket = "/run/ambient-lab/" + lab_prefix + "/ztunnel.sock";
+  // A rule-only lab runs no ZDS emulators; judging its pods for ztunnel listeners would only
+  // restate that.
+  const bool lab_without_zds = lab && !flags.Has("zds-socket") && !PathExists(lab_socket);
+  if (lab_without_zds) spdlog::info("lab {} runs without ZDS: ZDS sources skipped", lab_prefix);
+  if (!flags.Has("no-zds") && !lab_without_zds) {
+    ZdsSourceOptions zds;
+    zds.socket_path = flags.Get("zds-socket", zds.socket_path);
+    if (lab && !flags.Has("zds-socket")) zds.socket_path = lab_socket;
+    zds.host_path_prefix = host_root;
+    zds.proc_root = proc_root;
+    scan.node_sources.push_back(std::make_shared<ZdsNodeSource>(std::move(zds)));
+
+    ZtunnelAdminOptions admin;
+    try {
+      const int port = std::stoi(flags.Get("ztunnel-admin-port", "15000"));
+      if (port <= 0 || port > 65535) throw std::out_of_range("port");
+      admin.admin_port = static_cast<uint16_t>(port);
+    } catch (const std::exception&) {
+      return "--ztunnel-admin-port needs a port number";
+    }
+    admin.proc_root = proc_root;
+    if (lab) {
+      // The lab's ztunnel-sim lives in its own netns; only query it when the lab runs ZDS.
+      const std::string ztunnel_netns = "/run/netns/" + lab_prefix + "-ztunnel";
+      if (PathExists(ztunnel_netns)) admin.extra_netns_paths.push_back(ztunnel_netns);
+    }
+    scan.node_sources.push_back(std::make_shared<ZtunnelAdminNodeSource>(std::move(admin)));
+  }
+  if (!flags.Has("no-cri")) {
+    CriSourceOptions cri;
+    if (flags.Has("cri-endpoint")) cri.client.endpoints = {flags.Get("cri-endpoint")};
+    cri.client.host_root = host_root;
+    cri.host_root = host_root;
+    cri.proc_root = proc_root;
+    scan.node_sources.push_back(std::make_shared<CriNodeSource>(std::move(cri)));
+  }
+  return std::nullopt;
+}
+
+void AddScanFlags(FlagSet& flags) {
+  AddDiscoveryFlags(flags);
+  AddNodeSourceFlags(flags);
+  AddCommonFlags(flags);
+  flags.Add({.name = "workers",
+             .value_name = "N",
+             .default_text = "2",
+             .help = "Threads that inspect netns in parallel."});
+  flags.Add({.name = "color",
+             .value_name = "WHEN",
+             .default_text = "auto",
+             .help = "Colour: auto (only on a TTY), always, never."});
+}
+
+// Scan and analysis options from the flags of report/watch; an error message on bad values.
+std::optional<std::string> ScanFromFlags(const FlagSet& flags, ScanOptions& scan,
+                                         AnalysisOptions& analysis) {
+  scan.discovery = DiscoveryFromFlags(flags);
+  // The lab's ztunnel-sim reports its workloads on this node name (tests/sim/ztunnel_sim).
+  if (flags.Has("lab") || flags.Has("lab-prefix")) scan.node_name = "lab-node";
+  try {
+    scan.workers = std::max(1, std::stoi(flags.Get("workers", "2")));
+  } catch (const std::exception&) {
+    return "--workers needs a number";
+  }
+  const auto threshold = ParseDurationMs(flags.Get("zds-stall-threshold", "30s"));
+  if (!threshold) return "--zds-stall-threshold needs a duration such as 30s";
+  analysis.zds_stall_threshold_ms = *threshold;
+  return AddNodeSources(flags, scan);
+}
+
+// Sources that reported errors in this scan (node-wide ones, by source name), for watch's
+// degraded/recovered log lines.
+std::map<std::string, std::string> DegradedSources(const NodeSnapshot& snapshot) {
+  std::map<std::string, std::string> degraded;
+  auto add = [&degraded](const std::vector<SourceError>& errors) {
+    for (const SourceError& error : errors) degraded.emplace(error.source, error.message);
+  };
+  add(snapshot.errors);
+  add(snapshot.zds.errors);
+  add(snapshot.cri.errors);
+  for (const ZtunnelAdminState& ztunnel : snapshot.ztunnels) add(ztunnel.errors);
+  return degraded;
+}
+
+void LogSourceChanges(const std::map<std::string, std::string>& before,
+                      const std::map<std::string, std::string>& after) {
+  for (const auto& [source, message] : after) {
+    if (!before.contains(source)) spdlog::warn("source degraded: {}: {}", source, message);
+  }
+  for (const auto& [source, message] : before) {
+    if (!after.contains(source)) spdlog::info("source recovered: {}", source);
+  }
+}
+
+// True when at least one netns could be read; otherwise explains on stderr.
+bool ScanUsable(const NodeSnapshot& snapshot) {
+  size_t readable = 0;
+  for (const auto& ns : snapshot.netns) readable += ns.unreadable ? 0 : 1;
+  if (!snapshot.netns.empty() && readable > 0) return true;
+  std::fprintf(
+      stderr, "ambient-doctor: scan could not run: %zu netns found, none readable%s\n",
+      snapshot.netns.size(),
+      ::geteuid() != 0 ? " (run as root: CAP_SYS_ADMIN and CAP_NET_ADMIN are needed)" : "");
+  for (const auto& e : snapshot.errors) {
+    std::fprintf(stderr, "  %s: %s\n", e.source.c_str(), e.message.c_str());
+  }
+  return false;
 }
 
 bool UseColor(const std::string& mode) {
@@ -138,18 +328,10 @@ std::optional<int> ParseOrExit(FlagSet& flags, const std::vector<std::string>& a
 int RunReport(const std::vector<std::string>& args) {
   FlagSet flags("report", "[flags]",
                 "Scans every network namespace of the node in-process (iptables-legacy, "
-                "iptables-nft and nftables; IPv4 and IPv6; policy routes) and judges each against "
-                "Istio's ambient rule sets.");
-  AddDiscoveryFlags(flags);
-  AddCommonFlags(flags);
-  flags.Add({.name = "workers",
-             .value_name = "N",
-             .default_text = "2",
-             .help = "Threads that inspect netns in parallel."});
-  flags.Add({.name = "color",
-             .value_name = "WHEN",
-             .default_text = "auto",
-             .help = "Colour: auto (only on a TTY), always, never."});
+                "iptables-nft and nftables; IPv4 and IPv6; policy routes), judges each against "
+                "Istio's ambient rule sets, and cross-checks the istio-cni -> ztunnel (ZDS) "
+                "hand-off with the kernel's sockets, process fds, ztunnel's admin view and CRI.");
+  AddScanFlags(flags);
   flags.Add({.name = "istio-only",
              .takes_value = false,
              .help = "Hide netns without Istio state and without findings."});
@@ -157,11 +339,9 @@ int RunReport(const std::vector<std::string>& args) {
   SetupLogging(flags.Get("log-level", "warn"));
 
   ScanOptions scan;
-  scan.discovery = DiscoveryFromFlags(flags);
-  try {
-    scan.workers = std::max(1, std::stoi(flags.Get("workers", "2")));
-  } catch (const std::exception&) {
-    std::fprintf(stderr, "ambient-doctor: --workers needs a number\n");
+  AnalysisOptions options;
+  if (auto error = ScanFromFlags(flags, scan, options)) {
+    std::fprintf(stderr, "ambient-doctor: %s\n", error->c_str());
     return kExitScanFailed;
   }
   if (::geteuid() != 0) {
@@ -169,19 +349,8 @@ int RunReport(const std::vector<std::string>& args) {
   }
   auto inspector = MakeKernelInspector(ReadLimits{});
   NodeSnapshot snapshot = ScanNode(scan, *inspector);
-  size_t readable = 0;
-  for (const auto& ns : snapshot.netns) readable += ns.unreadable ? 0 : 1;
-  if (snapshot.netns.empty() || readable == 0) {
-    std::fprintf(
-        stderr, "ambient-doctor: scan could not run: %zu netns found, none readable%s\n",
-        snapshot.netns.size(),
-        ::geteuid() != 0 ? " (run as root: CAP_SYS_ADMIN and CAP_NET_ADMIN are needed)" : "");
-    for (const auto& e : snapshot.errors) {
-      std::fprintf(stderr, "  %s: %s\n", e.source.c_str(), e.message.c_str());
-    }
-    return kExitScanFailed;
-  }
-  NodeAnalysis analysis = Analyze(snapshot);
+  if (!ScanUsable(snapshot)) return kExitScanFailed;
+  NodeAnalysis analysis = Analyze(snapshot, options);
   if (flags.Get("output", "table") == "json") {
     std::fputs(RenderReportJson(snapshot, analysis).c_str(), stdout);
   } else {
@@ -191,6 +360,91 @@ int RunReport(const std::vector<std::string>& args) {
     std::fputs(RenderReportTable(snapshot, analysis, render).c_str(), stdout);
   }
   return ReportExitCode(analysis);
+}
+
+int RunWatch(const std::vector<std::string>& args) {
+  FlagSet flags("watch", "[--interval 5s] [--count N] [report flags]",
+                "Rescans the node periodically with one history of ZDS signals (so a hand-off "
+                "pending past --zds-stall-threshold becomes ZDS_STALL) and prints one line per "
+                "finding opened or resolved; with -o json, one JSON document (one line, schema "
+                "ambient-doctor.changes/v1) per set of changes.");
+  AddScanFlags(flags);
+  flags.Add({.name = "interval",
+             .value_name = "DURATION",
+             .default_text = "5s",
+             .help = "Time between the start of two scans."});
+  flags.Add({.name = "count",
+             .value_name = "N",
+             .default_text = "0 (until interrupted)",
+             .help = "Stop after N scans; the exit code then follows the last scan like report."});
+  if (auto rc = ParseOrExit(flags, args)) return *rc;
+  SetupLogging(flags.Get("log-level", "warn"));
+
+  ScanOptions scan;
+  AnalysisOptions options;
+  if (auto error = ScanFromFlags(flags, scan, options)) {
+    std::fprintf(stderr, "ambient-doctor: %s\n", error->c_str());
+    return kExitScanFailed;
+  }
+  const auto interval = ParseDurationMs(flags.Get("interval", "5s"));
+  if (!interval || *interval <= 0) {
+    std::fprintf(stderr, "ambient-doctor: --interval needs a positive duration such as 5s\n");
+    return kExitScanFailed;
+  }
+  int count = 0;
+  try {
+    count = std::stoi(flags.Get("count", "0"));
+  } catch (const std::exception&) {
+    count = -1;
+  }
+  if (count < 0) {
+    std::fprintf(stderr, "ambient-doctor: --count needs a number\n");
+    return kExitScanFailed;
+  }
+  const bool json = flags.Get("output", "table") == "json";
+  const bool color = UseColor(flags.Get("color", "auto"));
+  if (::geteuid() != 0) {
+    spdlog::warn("not running as root: entering other network namespaces will likely fail");
+  }
+
+  auto inspector = MakeKernelInspector(ReadLimits{});
+  History history;
+  std::vector<Finding> open_findings;
+  int exit_code = kExitScanFailed;
+  bool scan_failing = false;
+  std::map<std::string, std::string> degraded;
+  auto next_scan = std::chrono::steady_clock::now();
+  for (int scans = 0; count == 0 || scans < count; ++scans) {
+    if (scans > 0) std::this_thread::sleep_until(next_scan);
+    next_scan = std::chrono::steady_clock::now() + std::chrono::milliseconds(*interval);
+    NodeSnapshot snapshot = ScanNode(scan, *inspector);
+    std::map<std::string, std::string> now_degraded = DegradedSources(snapshot);
+    LogSourceChanges(degraded, now_degraded);
+    degraded = std::move(now_degraded);
+    // Log a failing scan once when it starts failing and once when it recovers.
+    if (!snapshot.netns.empty() &&
+        std::any_of(snapshot.netns.begin(), snapshot.netns.end(),
+                    [](const NetnsSnapshot& ns) { return !ns.unreadable; })) {
+      if (scan_failing) spdlog::info("scan recovered");
+      scan_failing = false;
+    } else {
+      if (!scan_failing) ScanUsable(snapshot);
+      scan_failing = true;
+      exit_code = kExitScanFailed;
+      continue;
+    }
+    NodeAnalysis analysis = Analyze(snapshot, options, &history);
+    const std::vector<FindingChange> changes = DiffFindings(open_findings, analysis.findings);
+    if (!changes.empty()) {
+      const std::string text = json ? RenderChangesJson(snapshot, analysis, changes)
+                                    : RenderChangeLines(changes, snapshot.taken_at_unix_ms, color);
+      std::fputs(text.c_str(), stdout);
+      std::fflush(stdout);
+    }
+    open_findings = std::move(analysis.findings);
+    exit_code = ReportExitCode(NodeAnalysis{.netns = {}, .findings = open_findings});
+  }
+  return exit_code;
 }
 
 int RunRules(const std::vector<std::string>& args) {
@@ -281,6 +535,7 @@ int Main(int argc, char** argv) {
   std::string command = args[0];
   args.erase(args.begin());
   if (command == "report") return RunReport(args);
+  if (command == "watch") return RunWatch(args);
   if (command == "rules") return RunRules(args);
   if (command == "findings") return RunFindings(args);
   if (command == "version" || command == "--version") {

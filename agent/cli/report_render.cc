@@ -1,6 +1,8 @@
 #include "cli/report_render.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <ctime>
 #include <map>
 #include <string_view>
 
@@ -86,6 +88,274 @@ std::string Pad(std::string s, size_t width) {
   return s;
 }
 
+std::string FormatUnixMs(int64_t unix_ms, bool with_millis = false) {
+  const std::time_t seconds = static_cast<std::time_t>(unix_ms / 1000);
+  std::tm utc{};
+  if (gmtime_r(&seconds, &utc) == nullptr) return std::to_string(unix_ms);
+  char text[40];
+  std::strftime(text, sizeof(text), "%Y-%m-%dT%H:%M:%S", &utc);
+  std::string out = text;
+  if (with_millis) {
+    char millis[8];
+    std::snprintf(millis, sizeof(millis), ".%03d", static_cast<int>(unix_ms % 1000));
+    out += millis;
+  }
+  return out + "Z";
+}
+
+std::string ListenersText(const NetnsClassification& c) {
+  std::string out;
+  for (uint16_t port : c.ztunnel_listeners) out += (out.empty() ? "" : ",") + std::to_string(port);
+  return out.empty() ? "-" : out;
+}
+
+std::string ProcessLabel(const NodeSnapshot& snapshot, const std::vector<int>& pids) {
+  if (pids.empty()) return "owner unknown";
+  std::string out;
+  for (int pid : pids) {
+    std::string role = "pid";
+    for (const auto& p : snapshot.processes) {
+      if (p.pid == pid && p.role != ProcessRole::kOther)
+        role = std::string(ProcessRoleName(p.role)) + " pid";
+    }
+    out += (out.empty() ? "" : ", ") + role + " " + std::to_string(pid);
+  }
+  return out;
+}
+
+// The node's hand-off plumbing: ZDS socket, istio-cni and ztunnel processes, CRI.
+std::string RenderNodeSection(const NodeSnapshot& snapshot, bool color) {
+  std::string out;
+  const ZdsSocketState& zds = snapshot.zds;
+  out += Paint(color, kBold, "ZDS socket") + " " + (zds.path.empty() ? "-" : zds.path) + ": ";
+  if (zds.listener_found) {
+    const size_t backlog =
+        std::max<size_t>(zds.listener.receive_queue, zds.listener.pending_client_inodes.size());
+    out += "listener " + ProcessLabel(snapshot, zds.listener.owner_pids) + ", " +
+           std::to_string(zds.accepted.size()) + " connection(s), accept backlog " +
+           std::to_string(backlog) + "\n";
+  } else {
+    out += zds.errors.empty() ? "no listener\n" : "not readable\n";
+  }
+  for (const UnixSocket& accepted : zds.accepted) {
+    std::vector<int> peer_owners;
+    for (const UnixSocket& client : zds.clients) {
+      if (client.inode == accepted.peer_inode) peer_owners = client.owner_pids;
+    }
+    out += "  connection " + std::to_string(accepted.inode) + " <-> " +
+           std::to_string(accepted.peer_inode) + ": " +
+           ProcessLabel(snapshot, accepted.owner_pids) + " <-> " +
+           ProcessLabel(snapshot, peer_owners) + ", recv-q " +
+           std::to_string(accepted.receive_queue) + ", send-q " +
+           std::to_string(accepted.send_queue) + "\n";
+  }
+  for (const auto& e : zds.errors) {
+    out += Paint(color, kYellow, "  source degraded: ") + e.source + ": " + e.message + "\n";
+  }
+  for (const ProcessNetnsFds& p : snapshot.processes) {
+    if (p.role != ProcessRole::kIstioCni) continue;
+    out += "istio-cni pid " + std::to_string(p.pid) + ": holds " +
+           std::to_string(p.netns_fd_inodes.size()) + " netns";
+    if (p.start_time_unix_ms > 0) out += ", started " + FormatUnixMs(p.start_time_unix_ms);
+    out += "\n";
+  }
+  std::vector<int> listed;
+  for (const ZtunnelAdminState& z : snapshot.ztunnels) {
+    listed.push_back(z.pid);
+    std::string line = (z.pid > 0 ? "ztunnel pid " + std::to_string(z.pid)
+                                  : std::string("ztunnel (pid unknown)")) +
+                       ": ";
+    if (!z.ready.has_value()) {
+      line += "readiness unknown";
+    } else if (*z.ready) {
+      line += Paint(color, kGreen, "ready");
+    } else {
+      std::string pending;
+      for (const auto& t : z.pending_tasks) pending += (pending.empty() ? "" : ", ") + t;
+      line +=
+          Paint(color, kRed, "not ready") + (pending.empty() ? "" : " (pending: " + pending + ")");
+    }
+    for (const ProcessNetnsFds& p : snapshot.processes) {
+      if (p.pid != z.pid) continue;
+      line += ", holds " + std::to_string(p.netns_fd_inodes.size()) + " netns";
+      if (p.start_time_unix_ms > 0) line += ", started " + FormatUnixMs(p.start_time_unix_ms);
+    }
+    if (z.active_proxy_count) {
+      line += ", " + std::to_string(static_cast<int64_t>(*z.active_proxy_count)) + " active";
+      if (z.pending_proxy_count) {
+        line += " / " + std::to_string(static_cast<int64_t>(*z.pending_proxy_count)) + " pending";
+      }
+      line += " proxies";
+    }
+    line += ", " + std::to_string(z.workload_state.size()) + " workloadState entries";
+    if (!z.admin_reachable) line += ", admin not reachable";
+    out += line + "\n";
+    for (const auto& e : z.errors) {
+      out += Paint(color, kYellow, "  source degraded: ") + e.source + ": " + e.message + "\n";
+    }
+  }
+  for (const ProcessNetnsFds& p : snapshot.processes) {
+    if (p.role != ProcessRole::kZtunnel ||
+        std::find(listed.begin(), listed.end(), p.pid) != listed.end()) {
+      continue;
+    }
+    out += "ztunnel pid " + std::to_string(p.pid) + ": admin not queried, holds " +
+           std::to_string(p.netns_fd_inodes.size()) + " netns\n";
+  }
+  if (snapshot.processes.empty() && snapshot.ztunnels.empty()) {
+    out += "no istio-cni or ztunnel process found\n";
+  }
+  const CriState& cri = snapshot.cri;
+  if (cri.available) {
+    out += "CRI " + (cri.runtime.empty() ? std::string("runtime") : cri.runtime) + " at " +
+           cri.endpoint + ": " + std::to_string(cri.pods.size()) + " pod sandboxes\n";
+  } else {
+    out += "CRI: not available (pods are not named)\n";
+  }
+  for (const auto& e : cri.errors) {
+    out += Paint(color, kYellow, "  source degraded: ") + e.source + ": " + e.message + "\n";
+  }
+  return out;
+}
+
+void WriteErrors(JsonWriter& j, const std::vector<SourceError>& errors) {
+  j.Key("errors").BeginArray();
+  for (const auto& e : errors) {
+    j.BeginObject().Field("source", e.source).Field("message", e.message).EndObject();
+  }
+  j.EndArray();
+}
+
+void WriteInts(JsonWriter& j, std::string_view key, const std::vector<int>& values) {
+  j.Key(key).BeginArray();
+  for (int v : values) j.Int(v);
+  j.EndArray();
+}
+
+void WriteUnixSocket(JsonWriter& j, const UnixSocket& socket) {
+  j.BeginObject();
+  j.Field("inode", socket.inode);
+  j.Field("peer_inode", socket.peer_inode);
+  j.Field("receive_queue", socket.receive_queue);
+  j.Field("send_queue", socket.send_queue);
+  WriteInts(j, "owner_pids", socket.owner_pids);
+  j.EndObject();
+}
+
+// node.zds / node.processes / node.ztunnels / node.cri (additive to v1; zds null when the ZDS
+// sources did not run).
+void WriteNodeSources(JsonWriter& j, const NodeSnapshot& snapshot) {
+  j.Field("zds_collected", snapshot.zds_collected);
+  if (!snapshot.zds_collected) {
+    j.Key("zds").Null();
+  } else {
+    const ZdsSocketState& zds = snapshot.zds;
+    j.Key("zds").BeginObject();
+    j.Field("path", zds.path);
+    j.Field("listener_found", zds.listener_found);
+    if (zds.listener_found) {
+      j.Key("listener").BeginObject();
+      j.Field("inode", zds.listener.inode);
+      WriteInts(j, "owner_pids", zds.listener.owner_pids);
+      j.Field("backlog",
+              static_cast<uint64_t>(std::max<size_t>(zds.listener.receive_queue,
+                                                     zds.listener.pending_client_inodes.size())));
+      j.EndObject();
+    } else {
+      j.Key("listener").Null();
+    }
+    j.Key("accepted").BeginArray();
+    for (const auto& socket : zds.accepted) WriteUnixSocket(j, socket);
+    j.EndArray();
+    j.Key("clients").BeginArray();
+    for (const auto& socket : zds.clients) WriteUnixSocket(j, socket);
+    j.EndArray();
+    WriteErrors(j, zds.errors);
+    j.EndObject();
+  }
+  j.Key("processes").BeginArray();
+  for (const ProcessNetnsFds& p : snapshot.processes) {
+    j.BeginObject();
+    j.Field("pid", p.pid);
+    j.Field("comm", p.comm);
+    j.Field("role", ProcessRoleName(p.role));
+    j.Field("start_time_unix_ms", p.start_time_unix_ms);
+    j.Field("own_netns_inode", p.own_netns_inode);
+    j.Key("netns_fd_inodes").BeginArray();
+    for (uint64_t inode : p.netns_fd_inodes) j.Uint(inode);
+    j.EndArray();
+    j.EndObject();
+  }
+  j.EndArray();
+  j.Key("ztunnels").BeginArray();
+  for (const ZtunnelAdminState& z : snapshot.ztunnels) {
+    j.BeginObject();
+    j.Field("pid", z.pid);
+    j.Field("netns_inode", z.netns_inode);
+    j.Field("admin_reachable", z.admin_reachable);
+    if (z.ready.has_value()) {
+      j.Field("ready", *z.ready);
+    } else {
+      j.Key("ready").Null();
+    }
+    j.StringArray("pending_tasks", z.pending_tasks);
+    j.Key("workload_state").BeginArray();
+    for (const auto& w : z.workload_state) {
+      j.BeginObject().Field("pod_uid", w.pod_uid).Field("state", w.state);
+      j.Field("pod", w.name.empty() ? std::string() : w.namespace_name + "/" + w.name);
+      j.EndObject();
+    }
+    j.EndArray();
+    j.Field("workloads", static_cast<uint64_t>(z.workloads.size()));
+    if (z.active_proxy_count) {
+      j.Field("active_proxy_count", *z.active_proxy_count);
+    } else {
+      j.Key("active_proxy_count").Null();
+    }
+    if (z.pending_proxy_count) {
+      j.Field("pending_proxy_count", *z.pending_proxy_count);
+    } else {
+      j.Key("pending_proxy_count").Null();
+    }
+    WriteErrors(j, z.errors);
+    j.EndObject();
+  }
+  j.EndArray();
+  const CriState& cri = snapshot.cri;
+  j.Key("cri").BeginObject();
+  j.Field("available", cri.available);
+  j.Field("endpoint", cri.endpoint);
+  j.Field("runtime", cri.runtime);
+  j.Field("pods", static_cast<uint64_t>(cri.pods.size()));
+  WriteErrors(j, cri.errors);
+  j.EndObject();
+}
+
+void WriteFinding(JsonWriter& j, const Finding& f) {
+  j.BeginObject();
+  j.Field("code", f.code);
+  j.Field("severity", SeverityName(f.severity));
+  j.Key("netns")
+      .BeginObject()
+      .Field("path", f.netns_path)
+      .Field("inode", f.netns_inode)
+      .EndObject();
+  if (f.pod.empty()) {
+    j.Key("pod").Null();
+  } else {
+    j.Field("pod", f.pod);
+  }
+  j.Field("summary", f.summary);
+  j.StringArray("evidence", f.evidence);
+  j.Field("hint", f.hint);
+  if (f.since_unix_ms > 0) {
+    j.Field("since_unix_ms", f.since_unix_ms);
+  } else {
+    j.Key("since_unix_ms").Null();
+  }
+  j.EndObject();
+}
+
 }  // namespace
 
 std::string NetnsStatus(const NodeAnalysis& analysis, uint64_t inode) {
@@ -126,12 +396,19 @@ std::string RenderReportTable(const NodeSnapshot& snapshot, const NodeAnalysis& 
     out += Paint(color, kYellow, "source degraded: ") + e.source + ": " + e.message + "\n";
   }
 
-  // Netns table.
-  struct Row {
-    std::string netns, inode, mode, backends, families, variant, status;
-  };
-  std::vector<Row> rows;
-  rows.push_back({"NETNS", "INODE", "MODE", "BACKENDS", "FAMILIES", "VARIANT", "STATUS"});
+  if (snapshot.zds_collected) out += "\n" + RenderNodeSection(snapshot, color);
+
+  // Netns table. The pod and ZDS columns appear only when their sources ran.
+  const bool show_pod = std::any_of(analysis.netns.begin(), analysis.netns.end(),
+                                    [](const NetnsClassification& c) { return !c.pod.empty(); });
+  const bool show_zds = snapshot.zds_collected;
+  std::vector<std::vector<std::string>> rows;
+  std::vector<std::string> header = {"NETNS", "INODE"};
+  if (show_pod) header.push_back("POD");
+  header.insert(header.end(), {"MODE", "BACKENDS", "FAMILIES", "VARIANT"});
+  if (show_zds) header.insert(header.end(), {"ZDS", "ZTUNNEL LISTENERS"});
+  header.push_back("STATUS");
+  rows.push_back(header);
   size_t hidden = 0;
   for (size_t i = 0; i < snapshot.netns.size() && i < analysis.netns.size(); ++i) {
     const auto& ns = snapshot.netns[i];
@@ -143,25 +420,30 @@ std::string RenderReportTable(const NodeSnapshot& snapshot, const NodeAnalysis& 
     }
     std::string path = ns.netns.PrimaryPath();
     if (ns.netns.is_host) path += " (host)";
-    rows.push_back({path, std::to_string(ns.netns.inode), ModeText(c), BackendsText(c),
-                    JoinFamilies(c.families), c.variant ? c.variant->Describe() : "-", status});
+    std::vector<std::string> row = {path, std::to_string(ns.netns.inode)};
+    if (show_pod) row.push_back(c.pod.empty() ? "-" : c.pod);
+    row.insert(row.end(), {ModeText(c), BackendsText(c), JoinFamilies(c.families),
+                           c.variant ? c.variant->Describe() : "-"});
+    if (show_zds) {
+      row.push_back(std::string(ZdsStateName(c.zds_state)));
+      row.push_back(ListenersText(c));
+    }
+    row.push_back(status);
+    rows.push_back(std::move(row));
   }
-  size_t w[6] = {0, 0, 0, 0, 0, 0};
-  for (const auto& r : rows) {
-    const std::string* cols[6] = {&r.netns,    &r.inode,    &r.mode,
-                                  &r.backends, &r.families, &r.variant};
-    for (int k = 0; k < 6; ++k) w[k] = std::max(w[k], cols[k]->size());
+  std::vector<size_t> widths(header.size(), 0);
+  for (const auto& row : rows) {
+    for (size_t k = 0; k + 1 < row.size(); ++k) widths[k] = std::max(widths[k], row[k].size());
   }
   out += "\n";
   for (size_t r = 0; r < rows.size(); ++r) {
-    const Row& row = rows[r];
-    std::string line = Pad(row.netns, w[0]) + "  " + Pad(row.inode, w[1]) + "  " +
-                       Pad(row.mode, w[2]) + "  " + Pad(row.backends, w[3]) + "  " +
-                       Pad(row.families, w[4]) + "  " + Pad(row.variant, w[5]) + "  ";
+    const auto& row = rows[r];
+    std::string line;
+    for (size_t k = 0; k + 1 < row.size(); ++k) line += Pad(row[k], widths[k]) + "  ";
     if (r == 0) {
-      out += Paint(color, kBold, line + row.status) + "\n";
+      out += Paint(color, kBold, line + row.back()) + "\n";
     } else {
-      out += line + Paint(color, SeverityColor(row.status), row.status) + "\n";
+      out += line + Paint(color, SeverityColor(row.back()), row.back()) + "\n";
     }
   }
   if (hidden > 0) {
@@ -180,10 +462,17 @@ std::string RenderReportTable(const NodeSnapshot& snapshot, const NodeAnalysis& 
     std::string sev(SeverityName(f.severity));
     std::string upper = sev;
     std::transform(upper.begin(), upper.end(), upper.begin(), ::toupper);
-    out += Paint(color, SeverityColor(sev), Pad(upper, 8)) + " " + Paint(color, kBold, f.code) +
-           "  " + f.netns_path + " (inode " + std::to_string(f.netns_inode) + ")";
+    out += Paint(color, SeverityColor(sev), Pad(upper, 8)) + " " + Paint(color, kBold, f.code);
+    if (!f.netns_path.empty()) {
+      out += "  " + f.netns_path + " (inode " + std::to_string(f.netns_inode) + ")";
+    } else if (f.netns_inode != 0) {
+      out += "  netns inode " + std::to_string(f.netns_inode);
+    }
     if (!f.pod.empty()) out += "  pod " + f.pod;
     out += "\n    " + f.summary + "\n";
+    if (f.since_unix_ms > 0) {
+      out += Paint(color, kDim, "    | ") + "first seen " + FormatUnixMs(f.since_unix_ms) + "\n";
+    }
     for (const auto& e : f.evidence) out += Paint(color, kDim, "    | ") + e + "\n";
     if (!f.hint.empty()) out += "    hint: " + f.hint + "\n";
   }
@@ -204,6 +493,7 @@ std::string RenderReportJson(const NodeSnapshot& snapshot, const NodeAnalysis& a
     j.BeginObject().Field("source", e.source).Field("message", e.message).EndObject();
   }
   j.EndArray();
+  WriteNodeSources(j, snapshot);
   j.EndObject();
 
   j.Key("summary").BeginObject();
@@ -262,33 +552,77 @@ std::string RenderReportJson(const NodeSnapshot& snapshot, const NodeAnalysis& a
     }
     j.EndArray();
     j.Field("scan_ms", ns.scan_ms);
+    if (c.pod.empty()) {
+      j.Key("pod").Null();
+    } else {
+      j.Field("pod", c.pod);
+    }
+    j.Field("pod_uid", c.pod_uid);
+    j.Field("zds_state", ZdsStateName(c.zds_state));
+    j.Key("ztunnel_listeners").BeginArray();
+    for (uint16_t port : c.ztunnel_listeners) j.Uint(port);
+    j.EndArray();
+    j.Key("ztunnel_pids").BeginArray();
+    for (int pid : c.ztunnel_pids) j.Int(pid);
+    j.EndArray();
     j.EndObject();
   }
   j.EndArray();
 
   j.Key("findings").BeginArray();
-  for (const auto& f : analysis.findings) {
-    j.BeginObject();
-    j.Field("code", f.code);
-    j.Field("severity", SeverityName(f.severity));
-    j.Key("netns")
-        .BeginObject()
-        .Field("path", f.netns_path)
-        .Field("inode", f.netns_inode)
-        .EndObject();
-    if (f.pod.empty()) {
-      j.Key("pod").Null();
-    } else {
-      j.Field("pod", f.pod);
-    }
-    j.Field("summary", f.summary);
-    j.StringArray("evidence", f.evidence);
-    j.Field("hint", f.hint);
-    j.EndObject();
-  }
+  for (const auto& f : analysis.findings) WriteFinding(j, f);
   j.EndArray();
   j.EndObject();
   return j.str();
+}
+
+}  // namespace ad::cli
+
+namespace ad::cli {
+
+std::string RenderChangeLines(const std::vector<FindingChange>& changes, int64_t taken_at_unix_ms,
+                              bool color) {
+  std::string out;
+  const std::string stamp = FormatUnixMs(taken_at_unix_ms, true);
+  for (const FindingChange& change : changes) {
+    const Finding& f = change.finding;
+    const bool opened = change.kind == FindingChange::Kind::kOpened;
+    const std::string severity(SeverityName(f.severity));
+    out += stamp + " " + Paint(color, SeverityColor(opened ? severity : "ok"), severity) +
+           (opened ? " opened " : " resolved ") + Paint(color, kBold, f.code);
+    if (!f.netns_path.empty() || f.netns_inode != 0) {
+      out += " " + (f.netns_path.empty() ? std::string("netns") : f.netns_path) + " (inode " +
+             std::to_string(f.netns_inode) + ")";
+    }
+    if (!f.pod.empty()) out += " pod " + f.pod;
+    out += ": " + f.summary + "\n";
+  }
+  return out;
+}
+
+std::string RenderChangesJson(const NodeSnapshot& snapshot, const NodeAnalysis& analysis,
+                              const std::vector<FindingChange>& changes) {
+  Counts counts = Count(analysis);
+  JsonWriter j(/*pretty=*/false);
+  j.BeginObject();
+  j.Field("schema", kChangesSchema);
+  j.Field("node", snapshot.node_name);
+  j.Field("taken_at_unix_ms", snapshot.taken_at_unix_ms);
+  j.Key("opened").BeginArray();
+  for (const auto& change : changes) {
+    if (change.kind == FindingChange::Kind::kOpened) WriteFinding(j, change.finding);
+  }
+  j.EndArray();
+  j.Key("resolved").BeginArray();
+  for (const auto& change : changes) {
+    if (change.kind == FindingChange::Kind::kResolved) WriteFinding(j, change.finding);
+  }
+  j.EndArray();
+  j.Key("findings").BeginObject();
+  j.Field("critical", counts.critical).Field("warning", counts.warning).Field("info", counts.info);
+  j.EndObject();
+  j.EndObject();
+  return j.str() + "\n";
 }
 
 }  // namespace ad::cli

@@ -5,11 +5,13 @@
 #include <string>
 
 #include "analysis/analysis.h"
+#include "analysis/history.h"
 #include "model/snapshot.h"
 
 namespace ad::cli {
 
 inline constexpr const char* kReportSchema = "ambient-doctor.report/v1";
+inline constexpr const char* kChangesSchema = "ambient-doctor.changes/v1";
 
 struct RenderOptions {
   bool color = false;
@@ -19,6 +21,14 @@ struct RenderOptions {
 std::string RenderReportTable(const NodeSnapshot& snapshot, const NodeAnalysis& analysis,
                               const RenderOptions& options);
 std::string RenderReportJson(const NodeSnapshot& snapshot, const NodeAnalysis& analysis);
+
+// `watch`: one line per opened/resolved finding, stamped with the scan time (UTC), e.g.
+// "2026-08-22T10:00:30.000Z critical opened ZDS_STALL /run/netns/x (inode 5) pod demo/a: ...".
+std::string RenderChangeLines(const std::vector<FindingChange>& changes, int64_t taken_at_unix_ms,
+                              bool color);
+// `watch -o json`: one single-line JSON document per change set (schema kChangesSchema).
+std::string RenderChangesJson(const NodeSnapshot& snapshot, const NodeAnalysis& analysis,
+                              const std::vector<FindingChange>& changes);
 
 // Exit code contract: 0 = no finding at warning or above, 1 = at least one.
 int ReportExitCode(const NodeAnalysis& analysis);

@@ -28,6 +28,20 @@ std::string_view DataplaneModeName(DataplaneMode m) {
   return "unknown";
 }
 
+std::string_view ZdsStateName(ZdsState s) {
+  switch (s) {
+    case ZdsState::kNotApplicable:
+      return "n.a.";
+    case ZdsState::kHandedOff:
+      return "handed-off";
+    case ZdsState::kPending:
+      return "pending";
+    case ZdsState::kStalled:
+      return "stalled";
+  }
+  return "n.a.";
+}
+
 std::string AmbientVariant::Describe() const {
   std::string text;
   auto add = [&text](std::string_view part) {
@@ -72,6 +86,28 @@ const std::vector<FindingCodeInfo>& AllFindingCodes() {
        "pod IP is not in the probe set."},
       {"NETNS_UNREADABLE", Severity::kWarning,
        "A network namespace, or some of its sources, could not be read."},
+      {"ZTUNNEL_LISTENERS_MISSING", Severity::kCritical,
+       "A netns has ambient redirect rules but no ztunnel listener on 15001/15006/15008 (or only "
+       "some of them): redirected traffic is black-holed."},
+      {"REDIRECT_MISSING", Severity::kCritical,
+       "ztunnel serves the netns (in-pod listeners, a held netns fd, or an HBONE workload for the "
+       "pod IP on this node) but the netns has no Istio redirect rules: traffic bypasses the "
+       "mesh."},
+      {"ZDS_PENDING", Severity::kInfo,
+       "istio-cni holds the pod netns but ztunnel does not yet (or its workloadState is Pending), "
+       "for less than the stall threshold."},
+      {"ZDS_STALL", Severity::kCritical,
+       "The ZDS hand-off has been pending for at least the stall threshold (default 30 s): a "
+       "netns held by istio-cni only or Pending in ztunnel, unread data on an accepted ZDS "
+       "connection, or ztunnel not ready on \"workload proxy manager\" (the istio-cni deadlock "
+       "fixed in 1.29.6/1.30.3)."},
+      {"ZDS_DISCONNECTED", Severity::kCritical,
+       "istio-cni listens on the ZDS socket but no ztunnel is connected, or no ZDS listener "
+       "exists while ztunnel runs."},
+      {"ZTUNNEL_STALE_WORKLOAD", Severity::kWarning,
+       "ztunnel holds a netns or a workloadState entry for a pod that no longer exists."},
+      {"MULTIPLE_ZTUNNELS", Severity::kInfo,
+       "Two or more ztunnel processes serve the same netns (upgrade overlap)."},
   };
   return codes;
 }

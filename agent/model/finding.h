@@ -34,6 +34,7 @@ struct Finding {
   std::string summary;
   std::vector<std::string> evidence;
   std::string hint;
+  int64_t since_unix_ms = 0;  // when the condition was first seen (aged findings); 0 = unknown
 };
 
 // Per-netns conclusion of the Istio recognizer.
@@ -50,6 +51,11 @@ struct AmbientVariant {
   std::string Describe() const;  // "dns,ipv6", "ingress,vif=eth1+eth2", "base"
 };
 
+// Where a netns stands in the istio-cni -> ztunnel hand-off (ZDS). kNotApplicable when no ZDS
+// data was collected or neither side knows the netns.
+enum class ZdsState : uint8_t { kNotApplicable, kHandedOff, kPending, kStalled };
+std::string_view ZdsStateName(ZdsState s);  // "n.a.", "handed-off", "pending", "stalled"
+
 struct NetnsClassification {
   uint64_t netns_inode = 0;
   std::string netns_path;
@@ -61,6 +67,13 @@ struct NetnsClassification {
   std::optional<AmbientVariant> variant;
   bool host_rules_present = false;  // ISTIO_POSTRT / istio-ambient-nat postrouting
   std::set<Backend> host_backends;
+
+  // Joined from CRI and the ZDS sources (empty / n.a. when they were not collected).
+  std::string pod;  // "namespace/name"
+  std::string pod_uid;
+  ZdsState zds_state = ZdsState::kNotApplicable;
+  std::vector<uint16_t> ztunnel_listeners;  // of 15001/15006/15008, sorted
+  std::vector<int> ztunnel_pids;            // ztunnel processes serving the netns (fd or listener)
 };
 
 }  // namespace ad

@@ -18,11 +18,18 @@ struct UnixSocket {
   uint64_t inode = 0;
   uint32_t type = 0;           // SOCK_STREAM 1, SOCK_DGRAM 2, SOCK_SEQPACKET 5
   uint8_t state = 0;           // TCP_ESTABLISHED 1, TCP_LISTEN 10 (kernel reuses TCP states)
-  std::string path;            // bound name; empty for accepted sockets and unbound clients
+  std::string path;            // bound name (accepted sockets report the listener's); empty for
+                               // unbound clients; abstract names start with '@'
   uint64_t peer_inode = 0;     // connected peer (0 for listeners)
   uint32_t receive_queue = 0;  // bytes/records not yet read (listener: pending accept backlog)
   uint32_t send_queue = 0;
   std::vector<int> owner_pids;  // processes holding an fd on it (from /proc/<pid>/fd)
+  // The bound file (UNIX_DIAG_VFS), comparable with stat() of the path; 0 when not bound to a
+  // file. Accepted sockets share their listener's name and file.
+  uint64_t vfs_dev = 0;  // st_dev encoding
+  uint64_t vfs_inode = 0;
+  // Listener only: client sockets whose connection waits in the accept backlog (UNIX_DIAG_ICONS).
+  std::vector<uint64_t> pending_client_inodes;
 };
 
 // The ZDS socket seen from the kernel: istio-cni's listener, its accepted connections and the
@@ -59,6 +66,7 @@ struct ListeningSocket {
   uint32_t mark = 0;  // SO_MARK (ztunnel: 0x539)
   uint64_t inode = 0;
   std::vector<int> owner_pids;
+  bool mark_known = false;  // the kernel reports the mark only to a CAP_NET_ADMIN reader
 };
 
 // ztunnel's per-pod state from /config_dump "workloadState" (keyed by Kubernetes pod UID).

@@ -6,6 +6,7 @@
 #include "sources/netfilter/readers.h"
 #include "sources/netns/netns_guard.h"
 #include "sources/route/route_reader.h"
+#include "sources/sockdiag/inet_diag.h"
 
 namespace ad {
 namespace {
@@ -88,6 +89,12 @@ class KernelInspector : public NetnsInspector {
       snapshot.routing = std::move(*routing);
     } else {
       keep_error(routing.error());
+    }
+    // Listeners (ztunnel's in-pod 15001/15006/15008/15053): one dump per family and protocol.
+    ListenerDump listeners = ReadListeningSockets();
+    snapshot.listeners = std::move(listeners.listeners);
+    for (const SourceError& error : listeners.errors) {
+      keep_error(error);
     }
   }
 

@@ -81,6 +81,8 @@ std::string ExpectedCode(FaultKind kind) {
       return "HOST_NETNS_ENROLLED";
     case FaultKind::kNoProbeMember:
       return "PROBE_SNAT_MISSING";
+    default:  // ZDS faults (lab/lab.h ZdsFaultKinds) are not rule faults
+      break;
   }
   return "?";
 }

@@ -175,6 +175,8 @@ bool FaultVisible(FaultKind kind, const LabNode& node, const LabPod& pod) {
     }
     case FaultKind::kHostEnrolled:
       return false;  // checked on the host netns below
+    default:         // ZDS faults: zds_sim_test
+      return false;
   }
   return false;
 }

@@ -1,5 +1,6 @@
 #include "lab/lab.h"
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,6 +15,8 @@
 #include <mutex>
 #include <thread>
 
+#include "cni_sim/cni_server.h"
+#include "lab/emulators.h"
 #include "lab/exec.h"
 
 namespace ad::lab {
@@ -114,6 +117,22 @@ std::string FaultDescription(FaultKind kind, LabBackend backend, const LabPod* p
     case FaultKind::kNoProbeMember:
       return "pod IP " + (pod ? pod->ipv4 : std::string("?")) + " missing from " + kProbeSetV4 +
              (ipv6 && pod ? " (and " + pod->ipv6 + " from " + kProbeSetV6 + ")" : "");
+    case FaultKind::kZdsDeadlock:
+      return "cni-sim accepts ztunnel but never reads its hello (pre-1.29.6 ZDS deadlock)";
+    case FaultKind::kZdsSlowAck:
+      return "cni-sim delays every ZDS request";
+    case FaultKind::kZdsDropAdds:
+      return "cni-sim never sends this pod's AddWorkload (pod has rules, no ztunnel proxy)";
+    case FaultKind::kZtunnelNoListeners:
+      return "ztunnel-sim acks the Add but opens no in-pod listeners";
+    case FaultKind::kZtunnelNack:
+      return "ztunnel-sim NACKs the Add ('failure to start proxy'); Pending, not ready";
+    case FaultKind::kZtunnelCrash:
+      return "ztunnel-sim exits after the snapshot; in-pod listeners gone";
+    case FaultKind::kStaleWorkload:
+      return "pod netns deleted after hand-off without a Del; ztunnel-sim still holds it";
+    case FaultKind::kRedirectMissing:
+      return "no Istio in-pod rules, but the pod is handed off and served by ztunnel-sim";
   }
   return {};
 }
@@ -228,7 +247,7 @@ Status SetUpPod(const LabNode& node, const LabPod& pod) {
       return status;
     }
   }
-  if (!pod.meshed) return kOk;
+  if (!pod.meshed || HasFault(pod, FaultKind::kRedirectMissing)) return kOk;
 
   RuleTweaks tweaks;
   if (HasFault(pod, FaultKind::kDupJump)) tweaks.extra_output_jumps = 1;
@@ -311,6 +330,7 @@ Status SetUpHostRules(const LabNode& node, const LabOptions& options) {
 Status CreateNetns(const LabNode& node) {
   std::string batch = "netns add " + node.host_netns_name + "\n";
   for (const LabPod& pod : node.pods) batch += "netns add " + pod.netns_name + "\n";
+  if (node.zds.enabled) batch += "netns add " + node.zds.ztunnel_netns_name + "\n";
   return Run({{"ip", "-batch", "-"}, batch});
 }
 
@@ -321,13 +341,254 @@ void WriteManifest(const LabNode& node) {
 }
 
 bool IsLabNetnsName(const std::string& prefix, const std::string& name) {
-  if (name == prefix + "-host") return true;
+  if (name == prefix + "-host" || name == prefix + "-ztunnel") return true;
   const std::string pod_prefix = prefix + "-pod-";
   if (name.size() <= pod_prefix.size() || name.compare(0, pod_prefix.size(), pod_prefix) != 0) {
     return false;
   }
   return std::all_of(name.begin() + static_cast<std::ptrdiff_t>(pod_prefix.size()), name.end(),
                      [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// ---- ZDS emulators ----------------------------------------------------------------------------
+
+constexpr char kCniSim[] = "cni-sim";
+constexpr char kZtunnelSim[] = "ztunnel-sim";
+
+std::string PidFilePath(const std::string& run_dir, const std::string& name) {
+  return run_dir + "/" + name + ".pid";
+}
+
+int ReadPidFile(const std::string& path) {
+  std::ifstream in(path);
+  int pid = 0;
+  in >> pid;
+  return pid;
+}
+
+// Readers (cni-sim on SIGHUP) never see a half-written file.
+Status WriteFileAtomically(const std::string& path, const std::string& text) {
+  const std::string temporary = path + ".tmp";
+  {
+    std::ofstream out(temporary, std::ios::trunc);
+    out << text;
+    if (!out) return LabError("cannot write " + temporary);
+  }
+  std::error_code error;
+  fs::rename(temporary, path, error);
+  if (error) return LabError("rename " + temporary + ": " + error.message());
+  return kOk;
+}
+
+std::string LogTail(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  std::string tail;
+  for (size_t i = lines.size() > 5 ? lines.size() - 5 : 0; i < lines.size(); ++i) {
+    tail += "\n    " + lines[i];
+  }
+  return tail.empty() ? " (log empty)" : tail;
+}
+
+bool WaitUntil(const std::function<bool()>& condition, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!condition()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return true;
+}
+
+bool NodeHasFault(const LabNode& node, FaultKind kind) {
+  return std::any_of(node.faults.begin(), node.faults.end(),
+                     [kind](const InjectedFault& f) { return f.kind == kind; });
+}
+
+std::vector<const LabPod*> PodsWithFault(const LabNode& node, FaultKind kind) {
+  std::vector<const LabPod*> pods;
+  for (const LabPod& pod : node.pods) {
+    if (pod.meshed && HasFault(pod, kind)) pods.push_back(&pod);
+  }
+  return pods;
+}
+
+// The pod as the CNI's cache knows it; the pod name is the netns name so reports line up.
+std::string ZdsPodLine(const LabPod& pod) {
+  return sim::PodsFileLine({pod.pod_uid, pod.netns_name, "lab", "default", pod.netns_path});
+}
+
+std::string PodsFileText(const LabNode& node, const std::function<bool(const LabPod&)>& include) {
+  std::string text = "# uid name namespace service-account netns-path (cni-sim re-reads on HUP)\n";
+  for (const LabPod& pod : node.pods) {
+    if (pod.meshed && include(pod)) text += ZdsPodLine(pod) + "\n";
+  }
+  return text;
+}
+
+Status StartCniSim(LabNode& node, const LabOptions& options) {
+  LabZds& zds = node.zds;
+  const std::string program = SimBinaryPath(kCniSim);
+  if (program.empty()) return LabError("cni-sim executable not found (build target cni-sim)");
+  std::vector<std::string> argv = {program,       "--socket",     zds.socket_path, "--pods-file",
+                                   zds.pods_file, "--stats-file", zds.stats_file};
+  if (NodeHasFault(node, FaultKind::kZdsDeadlock)) {
+    argv.insert(argv.end(), {"--fault", "deadlock"});
+  } else if (NodeHasFault(node, FaultKind::kZdsSlowAck)) {
+    argv.insert(argv.end(),
+                {"--fault", "slow-ack:" + std::to_string(std::max(options.slow_ack_seconds, 0))});
+  }
+  for (const LabPod* pod : PodsWithFault(node, FaultKind::kZdsDropAdds)) {
+    argv.insert(argv.end(), {"--drop-add", pod->pod_uid});
+  }
+  for (const LabPod* pod : PodsWithFault(node, FaultKind::kStaleWorkload)) {
+    argv.insert(argv.end(), {"--drop-del", pod->pod_uid});
+  }
+  Result<int> pid = SpawnDaemon({argv, node.host_netns_path, zds.cni_log});
+  if (!pid.ok()) return pid.error();
+  zds.cni_sim_pid = *pid;
+  if (Status status =
+          WriteFileAtomically(PidFilePath(zds.run_dir, kCniSim), std::to_string(*pid) + "\n");
+      !status.ok()) {
+    return status;
+  }
+  const bool listening = WaitUntil(
+      [&] { return fs::exists(zds.socket_path) || !DaemonRunning(zds.cni_sim_pid, kCniSim); },
+      std::chrono::seconds(5));
+  if (!listening || !DaemonRunning(zds.cni_sim_pid, kCniSim)) {
+    return LabError("cni-sim did not start listening on " + zds.socket_path + LogTail(zds.cni_log));
+  }
+  return kOk;
+}
+
+Status StartZtunnelSim(LabNode& node) {
+  LabZds& zds = node.zds;
+  const std::string program = SimBinaryPath(kZtunnelSim);
+  if (program.empty()) return LabError("ztunnel-sim executable not found (build ztunnel-sim)");
+  if (Status status = RunInNetns(zds.ztunnel_netns_path, {"ip", "link", "set", "lo", "up"}, "");
+      !status.ok()) {
+    return status;
+  }
+  std::vector<std::string> argv = {program, "--zds", zds.socket_path, "--node",
+                                   node.prefix + "-node"};
+  if (node.ipv6) argv.emplace_back("--ipv6");
+  for (const auto& [kind, flag] : {std::pair{FaultKind::kZtunnelNoListeners, "no-listeners"},
+                                   std::pair{FaultKind::kZtunnelNack, "nack"}}) {
+    const std::vector<const LabPod*> pods = PodsWithFault(node, kind);
+    if (pods.empty()) continue;
+    argv.insert(argv.end(), {"--fault", flag});
+    for (const LabPod* pod : pods) argv.insert(argv.end(), {"--fault-uid", pod->pod_uid});
+  }
+  if (NodeHasFault(node, FaultKind::kZtunnelCrash)) argv.insert(argv.end(), {"--fault", "crash"});
+  Result<int> pid = SpawnDaemon({argv, zds.ztunnel_netns_path, zds.ztunnel_log});
+  if (!pid.ok()) return pid.error();
+  zds.ztunnel_sim_pid = *pid;
+  return WriteFileAtomically(PidFilePath(zds.run_dir, kZtunnelSim), std::to_string(*pid) + "\n");
+}
+
+// Tells cni-sim to re-read its pods file and waits until its counters show the effect.
+Status ReloadPods(const LabNode& node, const std::string& pods_text,
+                  const std::function<bool(const std::map<std::string, uint64_t>&)>& done) {
+  if (Status status = WriteFileAtomically(node.zds.pods_file, pods_text); !status.ok()) {
+    return status;
+  }
+  ::kill(node.zds.cni_sim_pid, SIGHUP);
+  if (!WaitUntil([&] { return done(ReadStatsFile(node.zds.stats_file)); },
+                 std::chrono::seconds(10))) {
+    return LabError("cni-sim did not apply the new pods file" + LogTail(node.zds.cni_log));
+  }
+  return kOk;
+}
+
+// cni-sim in the host netns, ztunnel-sim in <prefix>-ztunnel, every meshed pod handed off: in the
+// snapshot, or (zds-drop-adds pods) as steady-state Adds afterwards. Then the after-hand-off
+// faults are applied.
+Status StartZds(LabNode& node, const LabOptions& options) {
+  LabZds& zds = node.zds;
+  std::error_code error;
+  fs::remove_all(zds.run_dir, error);
+  fs::create_directories(zds.run_dir, error);
+  if (error) return LabError("create " + zds.run_dir + ": " + error.message());
+  const auto in_snapshot = [](const LabPod& pod) {
+    return !HasFault(pod, FaultKind::kZdsDropAdds);
+  };
+  if (Status status = WriteFileAtomically(zds.pods_file, PodsFileText(node, in_snapshot));
+      !status.ok()) {
+    return status;
+  }
+  if (Status status = StartCniSim(node, options); !status.ok()) return status;
+  if (Status status = StartZtunnelSim(node); !status.ok()) return status;
+
+  auto stat = [&zds](const char* key) { return ReadStatsFile(zds.stats_file)[key]; };
+  if (NodeHasFault(node, FaultKind::kZdsDeadlock)) {
+    // Nothing will ever be handed off; wait only until ztunnel-sim is stuck on the socket.
+    if (!WaitUntil([&] { return stat("accepted_connections") >= 1; }, std::chrono::seconds(10))) {
+      return LabError("ztunnel-sim never connected" + LogTail(zds.ztunnel_log));
+    }
+    return kOk;
+  }
+  const bool needs_snapshot = !PodsWithFault(node, FaultKind::kZdsDropAdds).empty() ||
+                              !PodsWithFault(node, FaultKind::kStaleWorkload).empty() ||
+                              !NodeHasFault(node, FaultKind::kZdsSlowAck);
+  if (!needs_snapshot) {
+    // zds-slow-ack alone: leave the hand-off in progress for the agent to see.
+    if (!WaitUntil([&] { return stat("hellos_read") >= 1; }, std::chrono::seconds(10))) {
+      return LabError("ztunnel-sim never said hello" + LogTail(zds.ztunnel_log));
+    }
+    return kOk;
+  }
+  int meshed = 0;
+  for (const LabPod& pod : node.pods) meshed += pod.meshed ? 1 : 0;
+  const auto snapshot_timeout = std::chrono::seconds(15) +
+                                (NodeHasFault(node, FaultKind::kZdsSlowAck)
+                                     ? std::chrono::seconds(options.slow_ack_seconds) * (meshed + 1)
+                                     : std::chrono::seconds(0));
+  if (!WaitUntil([&] { return stat("snapshots_completed") >= 1; }, snapshot_timeout)) {
+    return LabError("ZDS snapshot did not complete" + LogTail(zds.cni_log) +
+                    LogTail(zds.ztunnel_log));
+  }
+  if (NodeHasFault(node, FaultKind::kZtunnelCrash) &&
+      !WaitUntil([&] { return !DaemonRunning(zds.ztunnel_sim_pid, kZtunnelSim); },
+                 std::chrono::seconds(5))) {
+    return LabError("ztunnel-sim did not exit after the snapshot (fault ztunnel-crash)");
+  }
+  const size_t dropped = PodsWithFault(node, FaultKind::kZdsDropAdds).size();
+  if (dropped > 0) {
+    if (Status status = ReloadPods(node, PodsFileText(node, [](const LabPod&) { return true; }),
+                                   [dropped](const auto& stats) {
+                                     auto found = stats.find("adds_dropped");
+                                     return found != stats.end() && found->second >= dropped;
+                                   });
+        !status.ok()) {
+      return status;
+    }
+  }
+  const std::vector<const LabPod*> stale = PodsWithFault(node, FaultKind::kStaleWorkload);
+  if (!stale.empty()) {
+    const auto keep = [](const LabPod& pod) { return !HasFault(pod, FaultKind::kStaleWorkload); };
+    if (Status status = ReloadPods(node, PodsFileText(node, keep),
+                                   [&stale](const auto& stats) {
+                                     auto found = stats.find("dels_dropped");
+                                     return found != stats.end() && found->second >= stale.size();
+                                   });
+        !status.ok()) {
+      return status;
+    }
+    // The pod is gone; only ztunnel-sim's fd keeps its netns (and listeners) alive.
+    std::string batch;
+    for (const LabPod* pod : stale) batch += "netns del " + pod->netns_name + "\n";
+    if (Status status = Run({{"ip", "-batch", "-"}, batch}); !status.ok()) return status;
+  }
+  return kOk;
+}
+
+void StopEmulators(const std::string& prefix) {
+  const std::string run_dir = LabRunDir(prefix);
+  // ztunnel first, like a node drain; then the server.
+  StopDaemon(ReadPidFile(PidFilePath(run_dir, kZtunnelSim)), kZtunnelSim);
+  StopDaemon(ReadPidFile(PidFilePath(run_dir, kCniSim)), kCniSim);
+  std::error_code ignored;
+  fs::remove_all(run_dir, ignored);
 }
 
 }  // namespace
@@ -367,6 +628,22 @@ std::string_view FaultName(FaultKind kind) {
       return "host-enrolled";
     case FaultKind::kNoProbeMember:
       return "no-probe-member";
+    case FaultKind::kZdsDeadlock:
+      return "zds-deadlock";
+    case FaultKind::kZdsSlowAck:
+      return "zds-slow-ack";
+    case FaultKind::kZdsDropAdds:
+      return "zds-drop-adds";
+    case FaultKind::kZtunnelNoListeners:
+      return "ztunnel-no-listeners";
+    case FaultKind::kZtunnelNack:
+      return "ztunnel-nack";
+    case FaultKind::kZtunnelCrash:
+      return "ztunnel-crash";
+    case FaultKind::kStaleWorkload:
+      return "stale-workload";
+    case FaultKind::kRedirectMissing:
+      return "redirect-missing";
   }
   return "?";
 }
@@ -379,11 +656,30 @@ const std::vector<FaultKind>& AllFaultKinds() {
   return kinds;
 }
 
+const std::vector<FaultKind>& ZdsFaultKinds() {
+  static const std::vector<FaultKind> kinds = {
+      FaultKind::kZdsDeadlock,        FaultKind::kZdsSlowAck,     FaultKind::kZdsDropAdds,
+      FaultKind::kZtunnelNoListeners, FaultKind::kZtunnelNack,    FaultKind::kZtunnelCrash,
+      FaultKind::kStaleWorkload,      FaultKind::kRedirectMissing};
+  return kinds;
+}
+
+bool IsZdsFault(FaultKind kind) {
+  const auto& kinds = ZdsFaultKinds();
+  return std::find(kinds.begin(), kinds.end(), kind) != kinds.end();
+}
+
+bool IsNodeFault(FaultKind kind) {
+  return kind == FaultKind::kHostEnrolled || kind == FaultKind::kZdsDeadlock ||
+         kind == FaultKind::kZdsSlowAck || kind == FaultKind::kZtunnelCrash;
+}
+
 Result<FaultSpec> ParseFault(std::string_view text) {
   const size_t colon = text.find(':');
   const std::string_view name = text.substr(0, colon);
   FaultSpec spec;
-  const auto& kinds = AllFaultKinds();
+  std::vector<FaultKind> kinds = AllFaultKinds();
+  kinds.insert(kinds.end(), ZdsFaultKinds().begin(), ZdsFaultKinds().end());
   const auto kind = std::find_if(kinds.begin(), kinds.end(),
                                  [name](FaultKind k) { return FaultName(k) == name; });
   if (kind == kinds.end()) {
@@ -409,6 +705,19 @@ std::string LabManifestPath(const std::string& prefix) {
   return std::string(kManifestDir) + "/" + prefix + ".txt";
 }
 
+std::string LabRunDir(const std::string& prefix) {
+  return std::string(kManifestDir) + "/" + prefix;
+}
+
+std::vector<LabEmulator> LabEmulators(const std::string& prefix) {
+  std::vector<LabEmulator> emulators;
+  for (const char* name : {kCniSim, kZtunnelSim}) {
+    const int pid = ReadPidFile(PidFilePath(LabRunDir(prefix), name));
+    if (pid > 0) emulators.push_back({name, pid, DaemonRunning(pid, name)});
+  }
+  return emulators;
+}
+
 std::string LabNode::Describe() const {
   int meshed = 0;
   for (const LabPod& pod : pods) meshed += pod.meshed ? 1 : 0;
@@ -429,6 +738,15 @@ std::string LabNode::Describe() const {
       for (const std::string& fault : pod.faults) out += " " + fault;
     }
     out += "\n";
+  }
+  if (zds.enabled) {
+    out += "  zds   cni-sim pid " + std::to_string(zds.cni_sim_pid) + " in " + host_netns_name +
+           ", socket " + zds.socket_path + "\n";
+    out += "        ztunnel-sim pid " + std::to_string(zds.ztunnel_sim_pid) + " in " +
+           zds.ztunnel_netns_name + " (" + zds.ztunnel_netns_path +
+           "): admin 127.0.0.1:15000, stats :15020, ready :15021\n";
+    out += "        pods " + zds.pods_file + ", stats " + zds.stats_file + "\n";
+    out += "        logs " + zds.cni_log + ", " + zds.ztunnel_log + "\n";
   }
   out += "faults injected: " + std::to_string(faults.size()) + "\n";
   for (const InjectedFault& fault : faults) {
@@ -453,6 +771,20 @@ Result<LabNode> PlanLab(const LabOptions& options) {
   node.backend = options.backend;
   node.ipv6 = options.ipv6;
   node.snat = options.snat;
+  node.zds.enabled =
+      options.zds || std::any_of(options.faults.begin(), options.faults.end(),
+                                 [](const FaultSpec& f) { return IsZdsFault(f.kind); });
+  if (node.zds.enabled) {
+    LabZds& zds = node.zds;
+    zds.run_dir = LabRunDir(options.prefix);
+    zds.socket_path = zds.run_dir + "/ztunnel.sock";
+    zds.pods_file = zds.run_dir + "/pods.txt";
+    zds.stats_file = zds.run_dir + "/cni-sim.stats";
+    zds.cni_log = zds.run_dir + "/cni-sim.log";
+    zds.ztunnel_log = zds.run_dir + "/ztunnel-sim.log";
+    zds.ztunnel_netns_name = options.prefix + "-ztunnel";
+    zds.ztunnel_netns_path = std::string(kNetnsDir) + "/" + zds.ztunnel_netns_name;
+  }
 
   const int total = options.pods + options.plain_pods;
   const int width =
@@ -483,13 +815,13 @@ Result<LabNode> PlanLab(const LabOptions& options) {
     if (spec.kind == FaultKind::kFlip && options.backend == LabBackend::kNft) {
       return LabError("fault flip needs an iptables backend (legacy or iptables-nft)");
     }
-    if (spec.kind == FaultKind::kHostEnrolled) {
-      fault.netns_name = node.host_netns_name;
+    if (IsNodeFault(spec.kind)) {
+      fault.netns_name = spec.kind == FaultKind::kZtunnelCrash ? node.zds.ztunnel_netns_name
+                                                               : node.host_netns_name;
       fault.description = FaultDescription(spec.kind, options.backend, nullptr, options.ipv6);
-      const bool twice =
-          std::any_of(node.faults.begin(), node.faults.end(),
-                      [](const InjectedFault& f) { return f.kind == FaultKind::kHostEnrolled; });
-      if (twice) return LabError("fault host-enrolled given twice");
+      if (NodeHasFault(node, spec.kind)) {
+        return LabError("fault " + std::string(FaultName(spec.kind)) + " given twice");
+      }
       node.faults.push_back(std::move(fault));
       continue;
     }
@@ -514,6 +846,25 @@ Result<LabNode> PlanLab(const LabOptions& options) {
     fault.description = FaultDescription(spec.kind, options.backend, &pod, options.ipv6);
     node.faults.push_back(std::move(fault));
   }
+  // Each emulator runs one fault mode at a time.
+  auto count_kinds = [&node](std::initializer_list<FaultKind> kinds) {
+    int present = 0;
+    for (FaultKind kind : kinds) present += NodeHasFault(node, kind) ? 1 : 0;
+    return present;
+  };
+  if (count_kinds({FaultKind::kZdsDeadlock, FaultKind::kZdsSlowAck}) > 1) {
+    return LabError("zds-deadlock and zds-slow-ack cannot be combined (one cni-sim fault mode)");
+  }
+  if (count_kinds({FaultKind::kZtunnelNoListeners, FaultKind::kZtunnelNack,
+                   FaultKind::kZtunnelCrash}) > 1) {
+    return LabError("ztunnel-no-listeners, ztunnel-nack and ztunnel-crash cannot be combined");
+  }
+  if (count_kinds({FaultKind::kZdsDeadlock, FaultKind::kZtunnelCrash}) > 0 &&
+      count_kinds({FaultKind::kZdsDropAdds, FaultKind::kStaleWorkload}) > 0) {
+    return LabError(
+        "zds-drop-adds and stale-workload need a running hand-off (not with "
+        "zds-deadlock or ztunnel-crash)");
+  }
   return node;
 }
 
@@ -522,7 +873,7 @@ Result<LabNode> LabUp(const LabOptions& options) {
   if (!planned.ok()) return planned;
   LabNode node = std::move(planned).value();
   if (::geteuid() != 0) return LabError("needs root to create network namespaces");
-  if (!ListLabNetns(node.prefix).empty()) {
+  if (!ListLabNetns(node.prefix).empty() || fs::exists(LabRunDir(node.prefix))) {
     if (Status status = LabDown(node.prefix); !status.ok()) return status.error();
   }
   // Timed from here: removing an older lab is not part of bringing this one up.
@@ -551,6 +902,11 @@ Result<LabNode> LabUp(const LabOptions& options) {
                                 [&node](size_t i) { return SetUpPod(node, node.pods[i]); });
   if (!pods.ok()) return fail(pods.error());
   node.timings.pods_seconds = SecondsSince(phase);
+  if (node.zds.enabled) {
+    phase = std::chrono::steady_clock::now();
+    if (Status status = StartZds(node, options); !status.ok()) return fail(status.error());
+    node.timings.zds_seconds = SecondsSince(phase);
+  }
   node.timings.total_seconds = SecondsSince(start);
   WriteManifest(node);
   return node;
@@ -572,6 +928,7 @@ Result<std::monostate> LabDown(const std::string& prefix) {
   if (!ValidPrefix(prefix)) return LabError("invalid prefix '" + prefix + "'");
   std::error_code ignored;
   fs::remove(LabManifestPath(prefix), ignored);
+  StopEmulators(prefix);  // before the netns go: they hold netns fds and sockets there
   const std::vector<std::string> names = ListLabNetns(prefix);
   if (names.empty()) return kOk;
   std::string batch;

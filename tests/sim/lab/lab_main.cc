@@ -20,21 +20,28 @@ constexpr char kUsage[] = R"(usage: ambient-lab COMMAND [options]
 
 commands:
   up       create the lab (an existing lab with the same prefix is removed first)
-  down     remove every netns of the lab (idempotent)
+  down     remove every netns of the lab and stop its ZDS emulators (idempotent)
   status   list the lab's netns and what `up` injected
   rules    print the generated rule text for one variant (no root needed)
 
 options:
   --prefix NAME        lab name prefix (default adlab); netns are NAME-host, NAME-pod-NNN
+                       (and NAME-ztunnel with --zds)
   --pods N             ambient pods (default 6)
   --plain-pods N       pods without Istio rules, indexed after the ambient pods (default 0)
   --backend B          legacy | iptables-nft | nft (default iptables-nft)
   --ipv6               IPv6 addresses and ip6 rules too
   --no-dns             global DNS capture off
   --mixed-variants     pod 0 ingress mode, pod 1 virtual interfaces, pod 2 DNS override
+  --zds                run the ZDS emulators: cni-sim (istio-cni) in NAME-host, ztunnel-sim
+                       in NAME-ztunnel; every ambient pod is handed off over ZDS
+  --slow-ack-seconds N delay per ZDS request with zds-slow-ack (default 2)
   --fault KIND[:POD]   inject a fault (repeatable; default pod: the last ambient pod):
                        flip, dup-jump, delete-rule, no-policy-route, sidecar,
-                       host-enrolled, no-probe-member
+                       host-enrolled, no-probe-member;
+                       ZDS (imply --zds): zds-deadlock, zds-slow-ack, zds-drop-adds,
+                       ztunnel-no-listeners, ztunnel-nack, ztunnel-crash, stale-workload,
+                       redirect-missing
   --kubelet-uid N      skuid in the nft host rule (default 0)
   --workers N          parallel pod setup (default 2 per CPU, 2..8)
   rules only:  --ingress  --vif IF[,IF...]  --host
@@ -99,6 +106,10 @@ int main(int argc, char** argv) {
     int number = 0;
     if (arg == "--ipv6") {
       cli.options.ipv6 = true;
+    } else if (arg == "--zds") {
+      cli.options.zds = true;
+    } else if (arg == "--slow-ack-seconds" && value(text) && ParseCount(text, number)) {
+      cli.options.slow_ack_seconds = number;
     } else if (arg == "--no-dns") {
       cli.options.dns_capture = false;
     } else if (arg == "--mixed-variants") {
@@ -138,8 +149,9 @@ int main(int argc, char** argv) {
     if (!node.ok()) return Fail(node.error().message);
     const ad::lab::LabTimings& t = node->timings;
     std::cout << node->Describe();
-    std::printf("lab %s up in %.2fs (netns %.2fs, host %.2fs, pods %.2fs)\n", node->prefix.c_str(),
-                t.total_seconds, t.netns_seconds, t.host_seconds, t.pods_seconds);
+    std::printf("lab %s up in %.2fs (netns %.2fs, host %.2fs, pods %.2fs, zds %.2fs)\n",
+                node->prefix.c_str(), t.total_seconds, t.netns_seconds, t.host_seconds,
+                t.pods_seconds, t.zds_seconds);
     return 0;
   }
   if (cli.command == "down") {
@@ -164,6 +176,10 @@ int main(int argc, char** argv) {
     std::cout << names.size() << " netns present:";
     for (const std::string& name : names) std::cout << " " << name;
     std::cout << "\n";
+    for (const ad::lab::LabEmulator& emulator : ad::lab::LabEmulators(cli.options.prefix)) {
+      std::cout << emulator.name << " pid " << emulator.pid
+                << (emulator.running ? " running" : " NOT running") << "\n";
+    }
     return 0;
   }
   if (cli.command == "rules") {

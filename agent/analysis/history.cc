@@ -1,0 +1,59 @@
+#include "analysis/history.h"
+
+#include <set>
+#include <utility>
+
+namespace ad {
+
+void History::BeginScan(int64_t now_unix_ms) {
+  now_unix_ms_ = now_unix_ms;
+  seen_this_scan_.clear();
+}
+
+int64_t History::Observe(std::string_view key) {
+  if (auto seen = seen_this_scan_.find(key); seen != seen_this_scan_.end()) return seen->second;
+  auto known = first_seen_.find(key);
+  const int64_t first = known == first_seen_.end() ? now_unix_ms_ : known->second;
+  seen_this_scan_.emplace(std::string(key), first);
+  return first;
+}
+
+void History::EndScan() {
+  first_seen_ = std::move(seen_this_scan_);
+  seen_this_scan_.clear();
+}
+
+std::optional<int64_t> History::FirstSeen(std::string_view key) const {
+  auto it = first_seen_.find(key);
+  if (it == first_seen_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::string FindingIdentity(const Finding& finding) {
+  return finding.code + '\x1f' + std::to_string(finding.netns_inode) + '\x1f' + finding.netns_path +
+         '\x1f' + finding.pod + '\x1f' + finding.summary;
+}
+
+std::vector<FindingChange> DiffFindings(const std::vector<Finding>& before,
+                                        const std::vector<Finding>& after) {
+  std::set<std::string> before_ids;
+  std::set<std::string> after_ids;
+  for (const Finding& finding : before) before_ids.insert(FindingIdentity(finding));
+  for (const Finding& finding : after) after_ids.insert(FindingIdentity(finding));
+  std::vector<FindingChange> changes;
+  std::set<std::string> reported;  // identical findings (same identity) change once
+  for (const Finding& finding : before) {
+    std::string id = FindingIdentity(finding);
+    if (after_ids.contains(id) || !reported.insert(id).second) continue;
+    changes.push_back({FindingChange::Kind::kResolved, finding});
+  }
+  reported.clear();
+  for (const Finding& finding : after) {
+    std::string id = FindingIdentity(finding);
+    if (before_ids.contains(id) || !reported.insert(id).second) continue;
+    changes.push_back({FindingChange::Kind::kOpened, finding});
+  }
+  return changes;
+}
+
+}  // namespace ad

@@ -1,0 +1,154 @@
+#include "scan/cri_node_source.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <tuple>
+
+#include "sources/cri/sandbox_info.h"
+
+namespace ad {
+namespace {
+
+constexpr std::string_view kSource = "cri";
+
+// Inode of the nsfs file at `path`, or the errno text.
+Result<uint64_t> NetnsInodeAt(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return ErrnoError(std::string(kSource), "stat " + path);
+  return static_cast<uint64_t>(st.st_ino);
+}
+
+std::string PodLabel(const PodIdentity& pod) {
+  return pod.namespace_name + "/" + pod.name + " (sandbox " + pod.sandbox_id.substr(0, 13) + ")";
+}
+
+PodIdentity IdentityFromList(const runtime::v1::PodSandbox& sandbox) {
+  PodIdentity pod;
+  pod.sandbox_id = sandbox.id();
+  pod.uid = sandbox.metadata().uid();
+  pod.name = sandbox.metadata().name();
+  pod.namespace_name = sandbox.metadata().namespace_();
+  return pod;
+}
+
+void ApplyStatus(const runtime::v1::PodSandboxStatus& status, PodIdentity& pod) {
+  if (status.has_metadata()) {
+    pod.uid = status.metadata().uid();
+    pod.name = status.metadata().name();
+    pod.namespace_name = status.metadata().namespace_();
+  }
+  pod.host_network = status.linux().namespaces().options().network() == runtime::v1::NODE;
+  if (!status.network().ip().empty()) pod.ips.push_back(status.network().ip());
+  for (const runtime::v1::PodIP& extra : status.network().additional_ips()) {
+    if (!extra.ip().empty()) pod.ips.push_back(extra.ip());
+  }
+}
+
+}  // namespace
+
+std::string ResolveNetnsInode(PodIdentity& pod, const std::string& host_root,
+                              const std::string& proc_root) {
+  if (pod.host_network) return {};  // the node's own netns; nothing pod-specific to resolve
+  std::string why;
+  if (!pod.netns_path.empty()) {
+    Result<uint64_t> inode = NetnsInodeAt(host_root + pod.netns_path);
+    if (inode.ok()) {
+      pod.netns_inode = *inode;
+      return {};
+    }
+    why = inode.error().message;
+  }
+  if (pod.pid > 0) {
+    Result<uint64_t> inode = NetnsInodeAt(proc_root + "/" + std::to_string(pod.pid) + "/ns/net");
+    if (inode.ok()) {
+      pod.netns_inode = *inode;
+      return {};
+    }
+    why += (why.empty() ? "" : "; ") + inode.error().message;
+  }
+  if (why.empty()) why = "the runtime reported neither a netns path nor a pid";
+  return why;
+}
+
+void CriNodeSource::Collect(NodeSnapshot& snapshot) {
+  CriState& state = snapshot.cri;
+  state = CriState{};
+  Result<cri::CriClient> connected = cri::CriClient::Connect(options_.client);
+  if (!connected.ok()) {
+    state.errors.push_back(connected.error());
+    return;
+  }
+  cri::CriClient& client = connected.value();
+  client.set_deadline_cap(std::chrono::system_clock::now() + options_.total_timeout);
+  state.available = true;
+  state.endpoint = client.endpoint();
+  state.runtime = client.RuntimeDescription();
+
+  Result<std::vector<runtime::v1::PodSandbox>> sandboxes = client.ListPodSandbox(true);
+  if (!sandboxes.ok()) {
+    state.errors.push_back(sandboxes.error());
+    return;
+  }
+  size_t not_inspected = 0;
+  for (const runtime::v1::PodSandbox& sandbox : *sandboxes) {
+    // The filter asked for READY; a runtime that ignores filters must not leak stale pins.
+    if (sandbox.state() != runtime::v1::SANDBOX_READY) continue;
+    PodIdentity pod = IdentityFromList(sandbox);
+    if (not_inspected > 0) {  // the runtime already hung: keep the identity, skip the call
+      ++not_inspected;
+      state.pods.push_back(std::move(pod));
+      continue;
+    }
+    Result<runtime::v1::PodSandboxStatusResponse> status =
+        client.PodSandboxStatus(sandbox.id(), true);
+    if (!status.ok()) {
+      state.errors.push_back(status.error());
+      // After a deadline the runtime is hung: stop instead of paying one deadline per pod.
+      if (status.error().message.find("DEADLINE_EXCEEDED") != std::string::npos) {
+        not_inspected = 1;
+      }
+      state.pods.push_back(std::move(pod));
+      continue;
+    }
+    ApplyStatus(status->status(), pod);
+    bool info_usable = false;  // otherwise its error already explains the missing netns
+    const auto info = status->info().find("info");
+    if (info == status->info().end()) {
+      if (!pod.host_network) {
+        state.errors.push_back({std::string(kSource), "PodSandboxStatus " + sandbox.id() +
+                                                          ": verbose info has no \"info\" entry"});
+      }
+    } else {
+      Result<cri::SandboxInfo> parsed = cri::ParseSandboxInfo(info->second);
+      if (parsed.ok()) {
+        info_usable = true;
+        pod.pid = parsed->pid;
+        if (!pod.host_network) pod.netns_path = parsed->netns_path;
+      } else {
+        state.errors.push_back({std::string(kSource), "PodSandboxStatus " + sandbox.id() + ": " +
+                                                          parsed.error().message});
+      }
+    }
+    const std::string unresolved = ResolveNetnsInode(pod, options_.host_root, options_.proc_root);
+    if (!unresolved.empty() && info_usable) {
+      state.errors.push_back(
+          {std::string(kSource), "netns of " + PodLabel(pod) + " unresolved: " + unresolved});
+    }
+    state.pods.push_back(std::move(pod));
+  }
+  if (not_inspected > 1) {
+    state.errors.push_back(
+        {std::string(kSource),
+         "PodSandboxStatus skipped for " + std::to_string(not_inspected - 1) +
+             " more sandboxes after a deadline (identity from ListPodSandbox only)"});
+  }
+  std::sort(state.pods.begin(), state.pods.end(), [](const PodIdentity& a, const PodIdentity& b) {
+    return std::tie(a.namespace_name, a.name, a.sandbox_id) <
+           std::tie(b.namespace_name, b.name, b.sandbox_id);
+  });
+}
+
+}  // namespace ad

@@ -1,0 +1,56 @@
+// The ZDS hand-off as the kernel sees it, without ever connecting to the socket (a client would
+// become istio-cni's "latest" connection and receive pod adds meant for ztunnel). sock_diag finds
+// istio-cni's SEQPACKET listener, its accepted connections and the ztunnel client sockets at the
+// other end; the /proc fd inventory names the processes holding them and the netns fds they keep.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "model/snapshot.h"
+#include "scan/node_source.h"
+#include "sources/proc/fd_inventory.h"
+
+namespace ad {
+
+struct ZdsSourceOptions {
+  std::string socket_path = "/var/run/ztunnel/ztunnel.sock";
+  // Prepended to socket_path for stat() when the host filesystem is mounted elsewhere ("/host").
+  std::string host_path_prefix;
+  // The netns whose unix sockets are dumped; empty = the snapshot's host netns.
+  std::string netns_path;
+  std::string proc_root = "/proc";
+};
+
+// Identity of the socket file (stat of the path), comparable with UnixSocket::vfs_*.
+struct SocketFileId {
+  uint64_t dev = 0;
+  uint64_t inode = 0;
+};
+
+// Pure: picks the ZDS listener (a SEQPACKET listener bound to `file` when known, else to `path`),
+// its accepted connections and their client sockets out of `sockets` (dumps of one or more netns;
+// socket inodes are node-wide unique). Clients whose socket is in none of the dumps are listed by
+// inode only and named in `errors`. owner_pids are left empty.
+ZdsSocketState MatchZdsSockets(const std::vector<UnixSocket>& sockets, const std::string& path,
+                               std::optional<SocketFileId> file);
+
+// Fills owner_pids of every socket in `zds` and of every listener in `snapshot.netns`, sets
+// process roles and returns the istio-cni and ztunnel processes with their netns fds. Pure.
+std::vector<ProcessNetnsFds> AttributeOwners(const FdInventory& inventory, ZdsSocketState* zds,
+                                             std::vector<NetnsSnapshot>* netns);
+
+class ZdsNodeSource : public NodeSource {
+ public:
+  explicit ZdsNodeSource(ZdsSourceOptions options) : options_(std::move(options)) {}
+  std::string_view name() const override { return "zds"; }
+  void Collect(NodeSnapshot& snapshot) override;
+
+ private:
+  ZdsSourceOptions options_;
+};
+
+}  // namespace ad

@@ -1,0 +1,51 @@
+// ztunnel's own view of the node, read over its loopback HTTP ports from inside its netns:
+// /config_dump (admin), /healthz/ready (readiness) and /metrics (stats). Read-only GETs only; the
+// agent never POSTs (/logging, /quitquitquit) and never touches the ZDS socket.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "model/zds.h"
+#include "scan/node_source.h"
+
+namespace ad {
+
+struct ZtunnelAdminOptions {
+  uint16_t admin_port = 15000;      // /config_dump, bound to localhost only
+  uint16_t readiness_port = 15021;  // /healthz/ready
+  uint16_t stats_port = 15020;      // /metrics
+  std::chrono::milliseconds connect_timeout{500};
+  std::chrono::milliseconds total_timeout{2000};  // per request
+  size_t max_config_dump_bytes = 16u << 20;
+  size_t max_metrics_bytes = 16u << 20;
+  size_t max_readiness_bytes = 64u << 10;
+  bool try_ipv6_loopback = true;  // retry on [::1] when 127.0.0.1 refuses
+  std::string proc_root = "/proc";
+  // Netns to query even when no ztunnel process was found (--ztunnel-netns, the lab).
+  std::vector<std::string> extra_netns_paths;
+};
+
+// Queries one netns (a bind mount or <proc>/<pid>/ns/net). Never throws; every failure is in
+// the returned state's `errors` (sources "ztunnel/config_dump", "ztunnel/readiness",
+// "ztunnel/metrics", "ztunnel").
+ZtunnelAdminState QueryZtunnelAdmin(const std::string& netns_path, int pid,
+                                    const ZtunnelAdminOptions& options);
+
+// For every process with role kZtunnel in snapshot.processes (one query per netns) and every
+// extra netns path, appends a ZtunnelAdminState to snapshot.ztunnels. Runs on the calling thread.
+class ZtunnelAdminNodeSource : public NodeSource {
+ public:
+  explicit ZtunnelAdminNodeSource(ZtunnelAdminOptions options = {});
+  std::string_view name() const override { return "ztunnel-admin"; }
+  void Collect(NodeSnapshot& snapshot) override;
+
+ private:
+  ZtunnelAdminOptions options_;
+};
+
+}  // namespace ad

@@ -1,0 +1,321 @@
+#include "sources/proc/fd_inventory.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <linux/nsfs.h>
+#include <sched.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <memory>
+#include <optional>
+
+#include "model/result.h"
+#include "sources/unique_fd.h"
+
+namespace ad {
+namespace {
+
+constexpr const char* kSource = "proc";
+
+struct DirCloser {
+  void operator()(DIR* dir) const { ::closedir(dir); }
+};
+using DirHandle = std::unique_ptr<DIR, DirCloser>;
+
+template <typename Int>
+std::optional<Int> ParseInt(std::string_view text) {
+  Int value{};
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  return value;
+}
+
+// The process vanished between readdir and this read: not worth a word.
+bool Vanished(int error) { return error == ENOENT || error == ESRCH; }
+bool Denied(int error) { return error == EACCES || error == EPERM; }
+
+// Reads a small /proc file relative to a directory fd.
+std::optional<std::string> ReadSmallFile(int dir_fd, const char* name, int* error) {
+  UniqueFd fd(::openat(dir_fd, name, O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) {
+    *error = errno;
+    return std::nullopt;
+  }
+  std::string text;
+  char buffer[4096];
+  for (;;) {
+    const ssize_t n = ::read(fd.get(), buffer, sizeof(buffer));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      *error = errno;
+      return std::nullopt;
+    }
+    if (n == 0) break;
+    text.append(buffer, static_cast<size_t>(n));
+    if (text.size() > (size_t{1} << 20)) break;  // /proc/stat on huge machines: btime is early
+  }
+  return text;
+}
+
+// Counts permission failures and keeps the first as an example.
+class DeniedSummary {
+ public:
+  void Add(const std::string& what, int error) {
+    if (count_++ == 0) first_ = ErrnoError(kSource, what, error);
+  }
+  void AppendTo(std::vector<SourceError>* warnings) const {
+    if (count_ == 0) return;
+    SourceError warning = first_;
+    if (count_ > 1) warning.message += " (and " + std::to_string(count_ - 1) + " more)";
+    warnings->push_back(std::move(warning));
+  }
+
+ private:
+  int count_ = 0;
+  SourceError first_;
+};
+
+class InventoryReader {
+ public:
+  explicit InventoryReader(std::string proc_root) : proc_root_(std::move(proc_root)) {
+    int error = 0;
+    UniqueFd root(::open(proc_root_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (root.valid()) {
+      if (auto text = ReadSmallFile(root.get(), "stat", &error)) {
+        boot_time_seconds_ = ParseBootTimeSeconds(*text);
+      }
+    }
+    // nsfs is one kernel-internal superblock: every namespace file shares this st_dev.
+    struct stat st {};
+    if (::stat("/proc/self/ns/net", &st) == 0) nsfs_dev_ = st.st_dev;
+    ticks_per_second_ = ::sysconf(_SC_CLK_TCK);
+  }
+
+  FdInventory Read() {
+    FdInventory inventory;
+    DirHandle dir(::opendir(proc_root_.c_str()));
+    if (!dir) {
+      inventory.warnings.push_back(ErrnoError(kSource, "opendir(" + proc_root_ + ")"));
+      return inventory;
+    }
+    std::vector<int> pids;
+    while (dirent* entry = ::readdir(dir.get())) {
+      if (auto pid = ParseInt<int>(entry->d_name); pid && *pid > 0) pids.push_back(*pid);
+    }
+    std::sort(pids.begin(), pids.end());
+    for (int pid : pids) {
+      if (std::optional<ProcessFds> process = ReadProcess(pid)) {
+        inventory.processes.push_back(std::move(*process));
+      }
+    }
+    denied_.AppendTo(&inventory.warnings);
+    inventory.BuildIndex();
+    return inventory;
+  }
+
+ private:
+  std::optional<ProcessFds> ReadProcess(int pid) {
+    const std::string pid_path = proc_root_ + "/" + std::to_string(pid);
+    UniqueFd pid_dir(::open(pid_path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!pid_dir.valid()) {
+      if (Denied(errno)) denied_.Add("open(" + pid_path + ")", errno);
+      return std::nullopt;
+    }
+    ProcessFds process;
+    process.pid = pid;
+    int error = 0;
+    std::optional<std::string> stat = ReadSmallFile(pid_dir.get(), "stat", &error);
+    if (!stat) {
+      if (Denied(error)) denied_.Add("read(" + pid_path + "/stat)", error);
+      return std::nullopt;  // vanished (or unreadable: nothing to identify it by)
+    }
+    uint64_t start_ticks = 0;
+    if (ParseProcStat(*stat, &process.comm, &start_ticks) && boot_time_seconds_ > 0 &&
+        ticks_per_second_ > 0) {
+      process.start_time_unix_ms =
+          boot_time_seconds_ * 1000 +
+          static_cast<int64_t>(start_ticks * 1000 / static_cast<uint64_t>(ticks_per_second_));
+    }
+    struct stat ns {};
+    if (::fstatat(pid_dir.get(), "ns/net", &ns, 0) == 0) {
+      process.own_netns_inode = ns.st_ino;
+    } else if (Vanished(errno)) {
+      return std::nullopt;
+    } else if (Denied(errno)) {
+      denied_.Add("stat(" + pid_path + "/ns/net)", errno);
+    }
+    if (!ReadFds(pid_dir.get(), pid_path, &process)) return std::nullopt;
+    return process;
+  }
+
+  // False when the process vanished.
+  bool ReadFds(int pid_dir, const std::string& pid_path, ProcessFds* process) {
+    const int fd_dir_fd = ::openat(pid_dir, "fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd_dir_fd < 0) {
+      if (Vanished(errno)) return false;
+      if (Denied(errno)) denied_.Add("open(" + pid_path + "/fd)", errno);
+      return true;  // identity without fds is still useful
+    }
+    DirHandle fd_dir(::fdopendir(fd_dir_fd));
+    if (!fd_dir) {
+      ::close(fd_dir_fd);
+      return true;
+    }
+    // One statx per fd and no readlink: measured cheaper than readlink (9000 fds: +19 ms vs
+    // +23 ms over the bare readdir), and the file type and nsfs dev answer both questions.
+    // AT_STATX_DONT_SYNC keeps a stuck NFS/FUSE server from hanging the scan (lsof's failure).
+    while (dirent* entry = ::readdir(fd_dir.get())) {
+      if (entry->d_name[0] == '.') continue;
+      struct statx file {};
+      if (::statx(fd_dir_fd, entry->d_name, AT_STATX_DONT_SYNC, STATX_TYPE | STATX_INO, &file) !=
+          0) {
+        continue;  // closed meanwhile
+      }
+      if (S_ISSOCK(file.stx_mode)) {
+        process->socket_inodes.push_back(file.stx_ino);  // the N of "socket:[N]"
+      } else if (nsfs_dev_ != 0 && makedev(file.stx_dev_major, file.stx_dev_minor) == nsfs_dev_) {
+        // A namespace fd, whatever its link text says ("net:[N]" or a bind mount's path).
+        if (IsNetns(fd_dir_fd, entry->d_name, file.stx_ino)) {
+          process->netns_fd_inodes.push_back(file.stx_ino);
+        }
+      }
+    }
+    SortUnique(&process->socket_inodes);
+    SortUnique(&process->netns_fd_inodes);
+    return true;
+  }
+
+  // Other namespace types share the nsfs st_dev: ask nsfs (once per namespace inode).
+  bool IsNetns(int fd_dir, const char* name, uint64_t inode) {
+    if (auto known = is_netns_.find(inode); known != is_netns_.end()) return known->second;
+    UniqueFd ns(::openat(fd_dir, name, O_RDONLY | O_CLOEXEC));
+    if (!ns.valid()) return false;  // not cached: the fd may have been closed meanwhile
+    const bool is_net = ::ioctl(ns.get(), NS_GET_NSTYPE) == CLONE_NEWNET;
+    is_netns_[inode] = is_net;
+    return is_net;
+  }
+
+  static void SortUnique(std::vector<uint64_t>* values) {
+    std::sort(values->begin(), values->end());
+    values->erase(std::unique(values->begin(), values->end()), values->end());
+  }
+
+  std::string proc_root_;
+  int64_t boot_time_seconds_ = 0;
+  long ticks_per_second_ = 0;
+  uint64_t nsfs_dev_ = 0;
+  std::unordered_map<uint64_t, bool> is_netns_;
+  DeniedSummary denied_;
+};
+
+}  // namespace
+
+void FdInventory::BuildIndex() {
+  by_pid_.clear();
+  socket_owners_.clear();
+  for (size_t i = 0; i < processes.size(); ++i) {
+    by_pid_[processes[i].pid] = i;
+    for (uint64_t inode : processes[i].socket_inodes) {
+      socket_owners_[inode].push_back(processes[i].pid);
+    }
+  }
+  for (auto& [inode, pids] : socket_owners_) {
+    std::sort(pids.begin(), pids.end());
+  }
+}
+
+const ProcessFds* FdInventory::Find(int pid) const {
+  auto it = by_pid_.find(pid);
+  return it == by_pid_.end() ? nullptr : &processes[it->second];
+}
+
+const std::vector<int>& FdInventory::SocketOwners(uint64_t inode) const {
+  static const std::vector<int> kNone;
+  auto it = socket_owners_.find(inode);
+  return it == socket_owners_.end() ? kNone : it->second;
+}
+
+FdInventory TakeFdInventory(const FdInventoryOptions& options) {
+  return InventoryReader(options.proc_root).Read();
+}
+
+std::vector<uint64_t> SocketInodesByProtocol(const std::string& proc_root, int pid,
+                                             std::string_view protocol) {
+  std::vector<uint64_t> inodes;
+  const std::string fd_path = proc_root + "/" + std::to_string(pid) + "/fd";
+  DirHandle dir(::opendir(fd_path.c_str()));
+  if (!dir) return inodes;
+  char target[64];
+  char name[64];
+  while (dirent* entry = ::readdir(dir.get())) {
+    if (entry->d_name[0] == '.') continue;
+    const std::string link_path = fd_path + "/" + entry->d_name;
+    const ssize_t length = ::readlink(link_path.c_str(), target, sizeof(target));
+    if (length <= 0) continue;
+    const std::string_view link(target, static_cast<size_t>(length));
+    if (!link.starts_with("socket:[") || !link.ends_with(']')) continue;
+    const ssize_t name_length =
+        ::getxattr(link_path.c_str(), "system.sockprotoname", name, sizeof(name));
+    if (name_length <= 0) continue;
+    // The kernel includes the terminating NUL.
+    std::string_view protocol_name(name, static_cast<size_t>(name_length));
+    if (protocol_name.ends_with('\0')) protocol_name.remove_suffix(1);
+    if (protocol_name != protocol) continue;
+    if (auto inode = ParseInt<uint64_t>(link.substr(8, link.size() - 9))) inodes.push_back(*inode);
+  }
+  std::sort(inodes.begin(), inodes.end());
+  inodes.erase(std::unique(inodes.begin(), inodes.end()), inodes.end());
+  return inodes;
+}
+
+bool ParseProcStat(std::string_view stat, std::string* comm, uint64_t* start_ticks) {
+  // "pid (comm) state ppid ...": comm may contain ')' so the last one closes it.
+  const size_t open = stat.find('(');
+  const size_t close = stat.rfind(')');
+  if (open == std::string_view::npos || close == std::string_view::npos || close < open) {
+    return false;
+  }
+  *comm = std::string(stat.substr(open + 1, close - open - 1));
+  // Fields after comm start at field 3 (state); starttime is field 22.
+  std::string_view rest = stat.substr(close + 1);
+  int field = 2;
+  while (!rest.empty()) {
+    const size_t start = rest.find_first_not_of(' ');
+    if (start == std::string_view::npos) break;
+    rest.remove_prefix(start);
+    const size_t end = std::min(rest.find_first_of(" \n"), rest.size());
+    ++field;
+    if (field == 22) {
+      auto ticks = ParseInt<uint64_t>(rest.substr(0, end));
+      if (!ticks) return false;
+      *start_ticks = *ticks;
+      return true;
+    }
+    rest.remove_prefix(end);
+    if (!rest.empty() && rest.front() == '\n') break;
+  }
+  return false;
+}
+
+int64_t ParseBootTimeSeconds(std::string_view proc_stat) {
+  size_t position = 0;
+  while (position < proc_stat.size()) {
+    const size_t end = std::min(proc_stat.find('\n', position), proc_stat.size());
+    std::string_view line = proc_stat.substr(position, end - position);
+    if (line.starts_with("btime ")) {
+      line.remove_prefix(6);
+      return ParseInt<int64_t>(line).value_or(0);
+    }
+    position = end + 1;
+  }
+  return 0;
+}
+
+}  // namespace ad

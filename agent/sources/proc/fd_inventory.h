@@ -1,0 +1,63 @@
+// Who holds what: for every process under a proc root, its name, start time, own netns, the
+// sockets it holds and the network namespaces it holds open as fds. Every fd is identified by
+// stat() of /proc/<pid>/fd/<n> (file type; nsfs dev + inode), never by the link text: an fd
+// opened through a bind mount reads back as the mount's path.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "model/source_error.h"
+
+namespace ad {
+
+struct FdInventoryOptions {
+  std::string proc_root = "/proc";
+};
+
+struct ProcessFds {
+  int pid = 0;
+  std::string comm;
+  int64_t start_time_unix_ms = 0;         // 0 when /proc/<pid>/stat or btime could not be read
+  uint64_t own_netns_inode = 0;           // 0 when <proc_root>/<pid>/ns/net could not be stat()ed
+  std::vector<uint64_t> socket_inodes;    // sorted, unique
+  std::vector<uint64_t> netns_fd_inodes;  // sorted, unique
+};
+
+class FdInventory {
+ public:
+  std::vector<ProcessFds> processes;  // sorted by pid; vanished processes are simply absent
+  std::vector<SourceError> warnings;  // permission problems, summarised
+
+  // Call after filling `processes` (TakeFdInventory does).
+  void BuildIndex();
+  const ProcessFds* Find(int pid) const;
+  // Pids holding an fd on socket `inode` (sorted; empty when unknown).
+  const std::vector<int>& SocketOwners(uint64_t inode) const;
+
+ private:
+  std::unordered_map<int, size_t> by_pid_;
+  std::unordered_map<uint64_t, std::vector<int>> socket_owners_;
+};
+
+// Reads every numeric entry under options.proc_root. Never fails as a whole: processes that exit
+// while being read are skipped silently; EACCES/EPERM are counted into one warning.
+FdInventory TakeFdInventory(const FdInventoryOptions& options);
+
+// Socket inodes `pid` holds whose sockfs protocol name (xattr system.sockprotoname) is `protocol`:
+// "UNIX" (AF_UNIX datagram and seqpacket), "UNIX-STREAM", "TCP", ... Meant for a few processes
+// (one getxattr per socket fd); empty when the process is gone or unreadable.
+std::vector<uint64_t> SocketInodesByProtocol(const std::string& proc_root, int pid,
+                                             std::string_view protocol);
+
+// Parses /proc/<pid>/stat: comm (field 2, may hold spaces and ')') and starttime (field 22, clock
+// ticks since boot). False when the line is malformed. Pure, for tests.
+bool ParseProcStat(std::string_view stat, std::string* comm, uint64_t* start_ticks);
+
+// Parses "btime <seconds>" out of /proc/stat; 0 when absent. Pure.
+int64_t ParseBootTimeSeconds(std::string_view proc_stat);
+
+}  // namespace ad

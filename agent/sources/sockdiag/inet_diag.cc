@@ -1,0 +1,136 @@
+#include "sources/sockdiag/inet_diag.h"
+
+#include <arpa/inet.h>
+#include <linux/inet_diag.h>
+#include <linux/netlink.h>
+#include <linux/sock_diag.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <tuple>
+
+#include "sources/sockdiag/netlink_messages.h"
+#include "sources/sockdiag/sock_diag_socket.h"
+
+namespace ad {
+namespace {
+
+std::string DumpName(int family, uint8_t protocol) {
+  return std::string(protocol == IPPROTO_UDP ? "udp" : "tcp") +
+         (family == AF_INET6 ? "/ipv6" : "/ipv4");
+}
+
+std::optional<std::string> DecodeOne(std::span<const uint8_t> payload, uint8_t protocol,
+                                     std::vector<ListeningSocket>* listeners) {
+  inet_diag_msg message{};
+  if (payload.size() < sizeof(message)) {
+    return "inet_diag_msg of " + std::to_string(payload.size()) + " bytes is too short";
+  }
+  std::memcpy(&message, payload.data(), sizeof(message));
+  ListeningSocket listener;
+  listener.protocol = protocol;
+  listener.port = ntohs(message.id.idiag_sport);
+  listener.inode = message.idiag_inode;
+  char text[INET6_ADDRSTRLEN] = {};
+  if (message.idiag_family == AF_INET) {
+    listener.family = Family::kIpv4;
+    ::inet_ntop(AF_INET, &message.id.idiag_src[0], text, sizeof(text));
+  } else if (message.idiag_family == AF_INET6) {
+    listener.family = Family::kIpv6;
+    ::inet_ntop(AF_INET6, &message.id.idiag_src[0], text, sizeof(text));
+  } else {
+    return "inet_diag_msg family " + std::to_string(message.idiag_family) + " is not inet";
+  }
+  listener.address = text;
+  std::optional<std::string> problem;
+  std::optional<std::string> walk = WalkAttributes(
+      payload.subspan(std::min(payload.size(), size_t{NLMSG_ALIGN(sizeof(message))})),
+      [&](uint16_t type, std::span<const uint8_t> value) {
+        if (type != INET_DIAG_MARK) return;
+        if (value.size() < sizeof(uint32_t)) {
+          problem = "short INET_DIAG_MARK";
+          return;
+        }
+        std::memcpy(&listener.mark, value.data(), sizeof(listener.mark));
+        listener.mark_known = true;
+      });
+  if (walk) return walk;
+  if (problem) return problem;
+  listeners->push_back(std::move(listener));
+  return std::nullopt;
+}
+
+}  // namespace
+
+Result<std::vector<ListeningSocket>> DecodeInetDiagMessages(std::span<const uint8_t> bytes,
+                                                            uint8_t protocol) {
+  std::vector<ListeningSocket> listeners;
+  if (std::optional<SourceError> error =
+          WalkSockDiagDump(bytes, [&](std::span<const uint8_t> payload) {
+            return DecodeOne(payload, protocol, &listeners);
+          })) {
+    error->message = "inet " + error->message;
+    return *error;
+  }
+  return listeners;
+}
+
+std::vector<uint8_t> ListenerDumpRequest(int family, uint8_t protocol) {
+  inet_diag_req_v2 request{};
+  request.sdiag_family = static_cast<uint8_t>(family);
+  request.sdiag_protocol = protocol;
+  // A bound UDP socket without a peer sits in TCP_CLOSE; a connected one would be ESTABLISHED.
+  request.idiag_states = protocol == IPPROTO_UDP ? (1u << TCP_CLOSE) : (1u << TCP_LISTEN);
+  // The mark needs no idiag_ext bit: the kernel adds INET_DIAG_MARK for CAP_NET_ADMIN readers.
+  const auto* bytes = reinterpret_cast<const uint8_t*>(&request);
+  return std::vector<uint8_t>(bytes, bytes + sizeof(request));
+}
+
+Result<std::vector<uint8_t>> DumpInetDiagRaw(int family, uint8_t protocol) {
+  auto socket = OpenSockDiagSocket();
+  if (!socket.ok()) return socket.error();
+  return DumpSockDiag(*socket, ListenerDumpRequest(family, protocol), DumpName(family, protocol));
+}
+
+ListenerDump ReadListeningSockets() {
+  ListenerDump dump;
+  auto socket = OpenSockDiagSocket();
+  if (!socket.ok()) {
+    dump.errors.push_back(socket.error());
+    return dump;
+  }
+  for (uint8_t protocol : {uint8_t{IPPROTO_TCP}, uint8_t{IPPROTO_UDP}}) {
+    for (int family : {AF_INET, AF_INET6}) {
+      const std::string what = DumpName(family, protocol);
+      auto raw = DumpSockDiag(*socket, ListenerDumpRequest(family, protocol), what);
+      if (!raw.ok()) {
+        dump.errors.push_back(raw.error());
+        continue;
+      }
+      auto decoded = DecodeInetDiagMessages(*raw, protocol);
+      if (!decoded.ok()) {
+        SourceError error = decoded.error();
+        error.message = what + ": " + error.message;
+        dump.errors.push_back(std::move(error));
+        continue;
+      }
+      for (ListeningSocket& listener : *decoded) {
+        if (listener.port != 0) {  // an unbound UDP socket has no port to listen on
+          dump.listeners.push_back(std::move(listener));
+        }
+      }
+    }
+  }
+  std::stable_sort(dump.listeners.begin(), dump.listeners.end(),
+                   [](const ListeningSocket& a, const ListeningSocket& b) {
+                     return std::tie(a.protocol, a.port, a.family, a.address) <
+                            std::tie(b.protocol, b.port, b.family, b.address);
+                   });
+  return dump;
+}
+
+}  // namespace ad

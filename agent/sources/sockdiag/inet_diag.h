@@ -1,0 +1,36 @@
+// Listening sockets of one netns via sock_diag (inet_diag): TCP LISTEN and bound, unconnected UDP
+// sockets for IPv4 and IPv6, with bind address, port, inode and SO_MARK.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "model/result.h"
+#include "model/zds.h"
+
+namespace ad {
+
+// Decodes one inet_diag dump reply (datagrams concatenated, through NLMSG_DONE) of `protocol`
+// (IPPROTO_TCP or IPPROTO_UDP). Pure; validates every length. Keeps every socket it is given: the
+// request chooses the states. owner_pids stay empty.
+Result<std::vector<ListeningSocket>> DecodeInetDiagMessages(std::span<const uint8_t> bytes,
+                                                            uint8_t protocol);
+
+// The request for one family (AF_INET / AF_INET6) and protocol: TCP in LISTEN, UDP in CLOSE (a
+// bound UDP socket that is not connected).
+std::vector<uint8_t> ListenerDumpRequest(int family, uint8_t protocol);
+
+// The raw reply of one such dump in the calling thread's netns (for tests and fuzz seeds).
+Result<std::vector<uint8_t>> DumpInetDiagRaw(int family, uint8_t protocol);
+
+struct ListenerDump {
+  std::vector<ListeningSocket> listeners;  // tcp4, tcp6, udp4, udp6; sorted by protocol, port
+  std::vector<SourceError> errors;         // one per failed family/protocol dump
+};
+
+// One dump per family and protocol in the calling thread's netns (the thread must already be in
+// the target netns). Never fails as a whole.
+ListenerDump ReadListeningSockets();
+
+}  // namespace ad

@@ -1,0 +1,131 @@
+// The /proc fd inventory on the live system: processes exiting while it reads are skipped without
+// a crash, and a process holding thousands of fds (sockets, files, netns fds) is read completely
+// and quickly.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include "child_process_util.h"
+#include "netns_test_util.h"
+#include "sources/proc/fd_inventory.h"
+#include "sources/unique_fd.h"
+
+namespace ad {
+namespace {
+
+using testing::ChildChannel;
+using testing::ChildProcess;
+
+TEST(FdInventoryLive, ProcessesExitingDuringTheScanAreSkipped) {
+  // A thread keeps forking children that exit at once, so pids vanish between readdir, stat and
+  // the fd walk.
+  std::atomic<bool> stop{false};
+  std::atomic<int> forked{0};
+  std::thread churn([&] {
+    while (!stop) {
+      const pid_t pid = ::fork();
+      if (pid == 0) ::_exit(0);
+      if (pid > 0) {
+        ::waitpid(pid, nullptr, 0);
+        ++forked;
+      }
+    }
+  });
+  struct StopChurn {
+    std::atomic<bool>& stop;
+    std::thread& churn;
+    ~StopChurn() {
+      stop = true;
+      churn.join();
+    }
+  } stop_churn{stop, churn};
+  for (int round = 0; round < 30; ++round) {
+    FdInventory inventory = TakeFdInventory({});
+    ASSERT_NE(inventory.Find(::getpid()), nullptr);
+    for (const ProcessFds& process : inventory.processes) {
+      ASSERT_GT(process.pid, 0);
+    }
+  }
+  EXPECT_GT(forked.load(), 0);
+}
+
+TEST(FdInventoryLive, ThousandsOfFdsAreReadCompletelyAndQuickly) {
+  if (!testing::IsRoot()) GTEST_SKIP() << "needs root to create a network namespace";
+  testing::ScopedNetns netns("inv");
+  ASSERT_TRUE(netns.ok());
+  constexpr int kSocketPairs = 2000;
+  constexpr int kFiles = 5000;
+  constexpr int kNetnsFds = 50;
+  const std::string netns_path = netns.path();
+  ChildProcess holder([&](const ChildChannel& channel) {
+    rlimit limit{};
+    ::getrlimit(RLIMIT_NOFILE, &limit);
+    limit.rlim_cur = std::min<rlim_t>(limit.rlim_max, 20000);
+    ::setrlimit(RLIMIT_NOFILE, &limit);
+    bool ok = true;
+    for (int i = 0; i < kSocketPairs && ok; ++i) {
+      int pair[2];
+      ok = ::socketpair(AF_UNIX, SOCK_STREAM, 0, pair) == 0;
+    }
+    for (int i = 0; i < kFiles && ok; ++i) ok = ::open("/dev/null", O_RDONLY) >= 0;
+    for (int i = 0; i < kNetnsFds && ok; ++i) ok = ::open(netns_path.c_str(), O_RDONLY) >= 0;
+    channel.Signal(ok ? 'r' : 'x');
+    channel.Linger();
+  });
+  ASSERT_EQ(holder.Read(), 'r') << "could not open the fds (RLIMIT_NOFILE?)";
+
+  const auto started = std::chrono::steady_clock::now();
+  FdInventory inventory = TakeFdInventory({});
+  const double elapsed_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
+  const ProcessFds* process = inventory.Find(holder.pid());
+  ASSERT_NE(process, nullptr);
+  EXPECT_EQ(process->socket_inodes.size(), static_cast<size_t>(2 * kSocketPairs));
+  EXPECT_EQ(process->netns_fd_inodes, std::vector<uint64_t>{testing::InodeOf(netns_path)});
+  std::printf("inventory of %zu processes incl. one with %d fds: %.1f ms\n",
+              inventory.processes.size(), 2 * kSocketPairs + kFiles + kNetnsFds, elapsed_ms);
+  EXPECT_LT(elapsed_ms, 2000);
+}
+
+TEST(FdInventoryLive, NetnsFdReceivedOverScmRightsIsFound) {
+  if (!testing::IsRoot()) GTEST_SKIP() << "needs root to create a network namespace";
+  testing::ScopedNetns netns("inv");
+  ASSERT_TRUE(netns.ok());
+  int pair[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair), 0);
+  UniqueFd ours(pair[0]);
+  UniqueFd theirs(pair[1]);
+  ChildProcess receiver([&theirs](const ChildChannel& channel) {
+    const int fd = testing::ReceiveFd(theirs.get());
+    theirs.Reset();
+    channel.Signal(fd >= 0 ? 'r' : 'x');
+    channel.Linger();
+  });
+  theirs.Reset();
+  {
+    // Opened through the bind mount, sent, and closed here: only the receiver holds it then.
+    UniqueFd netns_fd(::open(netns.path().c_str(), O_RDONLY | O_CLOEXEC));
+    ASSERT_TRUE(netns_fd.valid());
+    const char add[] = {0x0a, 0x00};
+    ASSERT_TRUE(testing::SendWithFd(ours.get(), add, sizeof(add), netns_fd.get()));
+  }
+  ASSERT_EQ(receiver.Read(), 'r');
+  FdInventory inventory = TakeFdInventory({});
+  const ProcessFds* process = inventory.Find(receiver.pid());
+  ASSERT_NE(process, nullptr);
+  EXPECT_EQ(process->netns_fd_inodes, std::vector<uint64_t>{testing::InodeOf(netns.path())});
+  const ProcessFds* self = inventory.Find(::getpid());
+  ASSERT_NE(self, nullptr);
+  EXPECT_TRUE(self->netns_fd_inodes.empty());
+}
+
+}  // namespace
+}  // namespace ad

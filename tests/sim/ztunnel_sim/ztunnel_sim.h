@@ -1,0 +1,114 @@
+// ztunnel-sim: ztunnel's side of ZDS, wire-faithful (facts: zds-and-ztunnel.md §2.3, §5, §7).
+// Connects to the ZDS socket, says ZdsHello{V1}, and for every AddWorkload enters the pod netns
+// on a dedicated thread to open ztunnel's in-pod listeners (TCP 15001/15006/15008 on the
+// wildcard address, DNS 15053 TCP+UDP on localhost, all SO_MARK 0x539 + SO_REUSEPORT), keeping
+// them and the netns fd open. Exposes ztunnel's admin, readiness and stats views.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "model/result.h"
+
+namespace ad::sim {
+
+enum class ZtunnelFault : uint8_t {
+  kNone,
+  kNoListeners,  // acks Adds but opens no listeners
+  kNack,         // Ack{error: "failure to start proxy : ..."}, pod stays Pending, retried every 5 s
+  kCrash,        // exits after acking the snapshot
+};
+std::string_view ZtunnelFaultName(ZtunnelFault fault);  // "none", "no-listeners", "nack", "crash"
+Result<ZtunnelFault> ParseZtunnelFault(std::string_view name);
+
+struct ZtunnelSimOptions {
+  std::string zds_socket_path;
+  std::string node_name = "lab-node";
+  ZtunnelFault fault = ZtunnelFault::kNone;
+  std::set<std::string> fault_uids;  // no-listeners / nack only for these pod UIDs; empty: all
+  bool ipv6 = false;                 // listeners on [::] (dual stack) and DNS on ::1 as well
+  std::chrono::milliseconds retry_interval{5000};  // ztunnel's RETRY_DURATION for pending pods
+  std::chrono::milliseconds max_backoff{15000};    // reconnect backoff cap (10 ms doubling)
+  bool log_to_stderr = true;
+  std::function<void()> on_crash;  // fault crash; default: exit(1) like a crashing ztunnel
+};
+
+// ztunnel's in-pod listener ports (facts §7.1).
+inline constexpr uint16_t kOutboundPort = 15001;
+inline constexpr uint16_t kInboundPlaintextPort = 15006;
+inline constexpr uint16_t kInboundHbonePort = 15008;
+inline constexpr uint16_t kDnsPort = 15053;
+
+struct ZtunnelProxyView {
+  std::string uid;  // Kubernetes pod UID (the ZDS uid)
+  std::string name;
+  std::string namespace_name;
+  std::string service_account;
+  std::string state;             // "Up" | "Pending"
+  std::vector<std::string> ips;  // read from the pod netns (stands in for XDS)
+  uint64_t netns_inode = 0;
+  size_t listeners = 0;
+};
+
+struct ZtunnelSimStatus {
+  bool connected = false;
+  bool snapshot_received = false;
+  bool ready = false;        // snapshot received and nothing pending
+  uint64_t connections = 0;  // successful connects so far
+  uint64_t proxies_started = 0;
+  uint64_t proxies_stopped = 0;
+  size_t pending = 0;
+  std::vector<ZtunnelProxyView> proxies;  // sorted by uid
+};
+
+class ZtunnelSim {
+ public:
+  static Result<std::unique_ptr<ZtunnelSim>> Start(ZtunnelSimOptions options);
+  ~ZtunnelSim();
+  ZtunnelSim(const ZtunnelSim&) = delete;
+  ZtunnelSim& operator=(const ZtunnelSim&) = delete;
+
+  ZtunnelSimStatus status() const;
+  // The admin views, exactly as served over HTTP.
+  std::string ConfigDumpJson() const;  // /config_dump (camelCase, like ztunnel)
+  std::string MetricsText() const;     // /metrics (OpenMetrics, workload_manager_*)
+  int ReadinessCode() const;           // /healthz/ready: 200 or 500
+  std::string ReadinessBody() const;   // "ready" or "not ready, pending: workload proxy manager"
+  const ZtunnelSimOptions& options() const;
+  void Stop();
+
+ private:
+  struct State;
+  explicit ZtunnelSim(std::unique_ptr<State> state);
+  std::unique_ptr<State> state_;
+};
+
+// ztunnel's admin (127.0.0.1:15000), stats (0.0.0.0:15020) and readiness (0.0.0.0:15021)
+// servers, bound in the calling thread's netns.
+struct AdminPorts {
+  uint16_t admin = 15000;
+  uint16_t stats = 15020;
+  uint16_t readiness = 15021;
+};
+
+class AdminServer {
+ public:
+  static Result<std::unique_ptr<AdminServer>> Start(const ZtunnelSim& sim, AdminPorts ports = {});
+  ~AdminServer();
+  AdminServer(const AdminServer&) = delete;
+  AdminServer& operator=(const AdminServer&) = delete;
+  void Stop();
+
+ private:
+  struct State;
+  explicit AdminServer(std::unique_ptr<State> state);
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace ad::sim

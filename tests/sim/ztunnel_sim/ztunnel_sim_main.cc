@@ -1,0 +1,113 @@
+// ztunnel-sim: stands in for ztunnel on the lab node. Runs in its own netns (the lab's
+// <prefix>-ztunnel, or --netns), where its admin, stats and readiness ports live.
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+
+#include <charconv>
+#include <iostream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sources/unique_fd.h"
+#include "ztunnel_sim/ztunnel_sim.h"
+
+namespace {
+
+constexpr char kUsage[] = R"(usage: ztunnel-sim --zds PATH [options]
+
+  --zds PATH          ZDS socket of the node agent (SOCK_SEQPACKET client; reconnects with backoff)
+  --node NAME         node name in /config_dump workloads (default lab-node)
+  --netns PATH        enter this netns first (admin/stats/readiness ports live there)
+  --ipv6              in-pod listeners on [::] (dual stack) and DNS on ::1 too
+  --fault KIND        no-listeners | nack | crash
+  --fault-uid UID     limit no-listeners / nack to this pod UID (repeatable)
+  --retry-ms N        retry interval for pending pods (default 5000)
+  --no-admin          do not serve 127.0.0.1:15000, :15020, :15021
+  --quiet             no log lines on stderr
+)";
+
+int Fail(const std::string& message) {
+  std::cerr << "ztunnel-sim: " << message << "\n";
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string_view> args(argv + 1, argv + argc);
+  ad::sim::ZtunnelSimOptions options;
+  std::string netns_path;
+  bool admin = true;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string_view arg = args[i];
+    auto value = [&](std::string_view& out) {
+      if (i + 1 >= args.size()) return false;
+      out = args[++i];
+      return true;
+    };
+    std::string_view text;
+    if (arg == "-h" || arg == "--help") {
+      std::cout << kUsage;
+      return 0;
+    } else if (arg == "--quiet") {
+      options.log_to_stderr = false;
+    } else if (arg == "--ipv6") {
+      options.ipv6 = true;
+    } else if (arg == "--no-admin") {
+      admin = false;
+    } else if (arg == "--zds" && value(text)) {
+      options.zds_socket_path = text;
+    } else if (arg == "--node" && value(text)) {
+      options.node_name = text;
+    } else if (arg == "--netns" && value(text)) {
+      netns_path = text;
+    } else if (arg == "--fault-uid" && value(text)) {
+      options.fault_uids.emplace(text);
+    } else if (arg == "--retry-ms" && value(text)) {
+      long ms = 0;
+      const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), ms);
+      if (ec != std::errc() || end != text.data() + text.size() || ms <= 0) {
+        return Fail("--retry-ms wants a positive number");
+      }
+      options.retry_interval = std::chrono::milliseconds(ms);
+    } else if (arg == "--fault" && value(text)) {
+      ad::Result<ad::sim::ZtunnelFault> fault = ad::sim::ParseZtunnelFault(text);
+      if (!fault.ok()) return Fail(fault.error().message);
+      options.fault = *fault;
+    } else {
+      return Fail("bad or incomplete option '" + std::string(arg) + "' (see --help)");
+    }
+  }
+  if (options.zds_socket_path.empty()) return Fail("--zds is required (see --help)");
+  if (!netns_path.empty()) {
+    // Still single-threaded: every thread started later inherits this netns.
+    ad::UniqueFd netns(::open(netns_path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!netns.valid() || ::setns(netns.get(), CLONE_NEWNET) != 0) {
+      return Fail("cannot enter netns " + netns_path);
+    }
+  }
+
+  sigset_t signals;
+  sigemptyset(&signals);
+  for (int signal : {SIGTERM, SIGINT, SIGHUP}) sigaddset(&signals, signal);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);
+
+  ad::Result<std::unique_ptr<ad::sim::ZtunnelSim>> sim = ad::sim::ZtunnelSim::Start(options);
+  if (!sim.ok()) return Fail(sim.error().message);
+  std::unique_ptr<ad::sim::AdminServer> admin_server;
+  if (admin) {
+    ad::Result<std::unique_ptr<ad::sim::AdminServer>> started = ad::sim::AdminServer::Start(**sim);
+    if (!started.ok()) return Fail(started.error().message);
+    admin_server = std::move(started).value();
+  }
+  for (;;) {
+    int signal = 0;
+    if (sigwait(&signals, &signal) == 0 && signal != SIGHUP) break;
+  }
+  if (admin_server) admin_server->Stop();
+  (*sim)->Stop();
+  return 0;
+}

@@ -1,0 +1,63 @@
+// History (first-seen times across scans) and the finding diff used by `watch`.
+#include "analysis/history.h"
+
+#include <gtest/gtest.h>
+
+namespace ad {
+namespace {
+
+TEST(History, KeepsFirstSeenWhileObservedAndForgetsTheRest) {
+  History history;
+  history.BeginScan(1000);
+  EXPECT_EQ(history.Observe("pending:1"), 1000);
+  EXPECT_EQ(history.Observe("pending:1"), 1000) << "twice in one scan";
+  history.EndScan();
+
+  history.BeginScan(6000);
+  EXPECT_EQ(history.Observe("pending:1"), 1000);
+  EXPECT_EQ(history.Observe("not-ready:7"), 6000);
+  history.EndScan();
+  EXPECT_EQ(history.size(), 2u);
+
+  history.BeginScan(11000);
+  EXPECT_EQ(history.Observe("not-ready:7"), 6000);
+  history.EndScan();
+  EXPECT_FALSE(history.FirstSeen("pending:1").has_value()) << "not seen in the latest scan";
+  EXPECT_EQ(history.FirstSeen("not-ready:7"), 6000);
+
+  history.BeginScan(16000);
+  EXPECT_EQ(history.Observe("pending:1"), 16000) << "a recurrence starts a fresh age";
+  history.EndScan();
+}
+
+Finding MakeFinding(std::string code, uint64_t inode, std::string evidence = "") {
+  Finding finding;
+  finding.code = std::move(code);
+  finding.netns_inode = inode;
+  finding.netns_path = "/run/netns/x" + std::to_string(inode);
+  finding.summary = "summary";
+  if (!evidence.empty()) finding.evidence = {std::move(evidence)};
+  return finding;
+}
+
+TEST(FindingDiff, OpenedAndResolvedByIdentityNotEvidence) {
+  const std::vector<Finding> before = {MakeFinding("ZDS_PENDING", 1, "age 5 s"),
+                                       MakeFinding("MULTIPLE_ZTUNNELS", 2)};
+  const std::vector<Finding> after = {MakeFinding("ZDS_STALL", 1, "age 30 s"),
+                                      MakeFinding("MULTIPLE_ZTUNNELS", 2)};
+  const std::vector<FindingChange> changes = DiffFindings(before, after);
+  ASSERT_EQ(changes.size(), 2u);
+  EXPECT_EQ(changes[0].kind, FindingChange::Kind::kResolved);
+  EXPECT_EQ(changes[0].finding.code, "ZDS_PENDING");
+  EXPECT_EQ(changes[1].kind, FindingChange::Kind::kOpened);
+  EXPECT_EQ(changes[1].finding.code, "ZDS_STALL");
+
+  EXPECT_TRUE(DiffFindings(after, after).empty());
+  const std::vector<Finding> older = {MakeFinding("ZDS_STALL", 1, "age 35 s"),
+                                      MakeFinding("MULTIPLE_ZTUNNELS", 2)};
+  EXPECT_TRUE(DiffFindings(after, older).empty()) << "growing older is not a change";
+  EXPECT_EQ(DiffFindings({}, after).size(), 2u);
+}
+
+}  // namespace
+}  // namespace ad
