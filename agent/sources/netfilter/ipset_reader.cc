@@ -10,6 +10,7 @@
 #include <linux/netfilter/nfnetlink.h>
 #include <netinet/in.h>
 
+#include <array>
 #include <cerrno>
 #include <cstring>
 #include <map>
@@ -32,9 +33,12 @@ bool MeansUnsupported(int error_number) {
          error_number == IPSET_ERR_PROTOCOL;
 }
 
-nlmsghdr* BuildListRequest(std::vector<char>* buffer, bool header_only) {
-  buffer->assign(MNL_SOCKET_BUFFER_SIZE, 0);
-  nlmsghdr* header = mnl_nlmsg_put_header(buffer->data());
+// A list request is a header, nfgenmsg and two small attributes.
+using RequestBuffer = std::array<char, 256>;
+
+nlmsghdr* BuildListRequest(RequestBuffer& buffer, bool header_only) {
+  buffer.fill(0);
+  nlmsghdr* header = mnl_nlmsg_put_header(buffer.data());
   header->nlmsg_type = (NFNL_SUBSYS_IPSET << 8) | IPSET_CMD_LIST;
   header->nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
   auto* nfg = static_cast<nfgenmsg*>(mnl_nlmsg_put_extra_header(header, sizeof(nfgenmsg)));
@@ -196,8 +200,8 @@ Result<std::vector<ListedSet>> ListSets(bool header_only, const ReadLimits& limi
   if (!socket) {
     return socket.error();
   }
-  std::vector<char> buffer;
-  nlmsghdr* request = BuildListRequest(&buffer, header_only);
+  RequestBuffer buffer;
+  nlmsghdr* request = BuildListRequest(buffer, header_only);
   std::vector<ListedSet> sets;
   std::map<std::string, size_t> by_name;
   size_t members = 0;

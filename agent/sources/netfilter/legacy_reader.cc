@@ -15,7 +15,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <sstream>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -586,6 +586,10 @@ Result<std::vector<std::string>> ReadLegacyTableNames(Family family) {
     }
     return ErrnoError(source, std::string("open(") + path + ")");
   }
+  // Usually one read: the file lists a handful of short names. seq_file stops a read early only
+  // at end of file or when the next record does not fit its page-sized buffer, so a read that
+  // left room for a whole record (a name + newline) reached the end: no read() returning 0.
+  constexpr size_t kMaxRecord = XT_TABLE_MAXNAMELEN + 1;
   std::string content;
   char buffer[4096];
   for (;;) {
@@ -594,14 +598,16 @@ Result<std::vector<std::string>> ReadLegacyTableNames(Family family) {
       if (errno == EINTR) continue;
       return ErrnoError(source, std::string("read(") + path + ")");
     }
-    if (n == 0) break;
     content.append(buffer, static_cast<size_t>(n));
+    if (static_cast<size_t>(n) + kMaxRecord < sizeof(buffer)) break;
   }
-  std::istringstream lines(content);
-  for (std::string line; std::getline(lines, line);) {
-    if (!line.empty()) {
-      names.push_back(line);
+  std::string_view rest = content;
+  while (!rest.empty()) {
+    const size_t end = std::min(rest.find('\n'), rest.size());
+    if (end > 0) {
+      names.emplace_back(rest.substr(0, end));
     }
+    rest.remove_prefix(std::min(end + 1, rest.size()));
   }
   return names;
 }

@@ -89,12 +89,15 @@ std::string HookName(uint32_t nfproto, uint32_t hook) {
 
 std::string Str(const char* s) { return s ? std::string(s) : std::string(); }
 
+// Requests are small: a header plus at most a table and a set name (NFT_NAME_MAXLEN each).
+using RequestBuffer = std::array<char, 2048>;
+
 // Builds a request header (+ payload via `fill`) in `buffer`.
 template <typename Fill>
-nlmsghdr* BuildRequest(std::vector<char>* buffer, uint16_t type, uint16_t family, uint16_t flags,
+nlmsghdr* BuildRequest(RequestBuffer& buffer, uint16_t type, uint16_t family, uint16_t flags,
                        Fill fill) {
-  buffer->assign(MNL_SOCKET_BUFFER_SIZE, 0);
-  nlmsghdr* header = nftnl_nlmsg_build_hdr(buffer->data(), type, family, flags, 0);
+  buffer.fill(0);
+  nlmsghdr* header = nftnl_nlmsg_build_hdr(buffer.data(), type, family, flags, 0);
   fill(header);
   return header;
 }
@@ -284,12 +287,7 @@ class NfTablesReader {
         return socket.error();
       }
       socket_ = socket->get();
-      auto generation_before = Generation();
-      std::optional<SourceError> error;
-      if (!generation_before) {
-        error = generation_before.error();
-      }
-      if (!error) error = DumpTables();
+      std::optional<SourceError> error = DumpTables();
       if (!error) error = DumpChains();
       if (!error) error = DumpSets();
       if (!error) error = DumpRules();
@@ -301,11 +299,11 @@ class NfTablesReader {
         return *error;
       }
       if (!truncated_) {
-        auto generation_after = Generation();
-        if (!generation_after) {
-          return generation_after.error();
+        auto changed = GenerationChanged();
+        if (!changed) {
+          return changed.error();
         }
-        if (*generation_after != *generation_before && attempt + 1 < kMaxAttempts) {
+        if (*changed && attempt + 1 < kMaxAttempts) {
           continue;
         }
       }
@@ -321,12 +319,48 @@ class NfTablesReader {
     rule_count_ = 0;
     element_count_ = 0;
     truncated_ = false;
+    first_generation_.reset();
+    generation_changed_ = false;
+    rule_messages_ = 0;
+  }
+
+  // Every nf_tables reply carries the ruleset generation (its low 16 bits) in nfgenmsg.res_id,
+  // so a commit between two dumps shows up in the replies themselves; no NFT_MSG_GETGEN round
+  // trips needed around the dumps.
+  void ObserveGeneration(const nlmsghdr* message) {
+    if (mnl_nlmsg_get_payload_len(message) < sizeof(nfgenmsg)) {
+      return;
+    }
+    const auto* header = static_cast<const nfgenmsg*>(mnl_nlmsg_get_payload(message));
+    const uint16_t generation = ntohs(header->res_id);
+    if (!first_generation_) {
+      first_generation_ = generation;
+    } else if (*first_generation_ != generation) {
+      generation_changed_ = true;
+    }
+  }
+
+  // Generations only grow, so the first and the last reply having the same one proves that
+  // nothing was committed in between. When the last dump (rules) returned nothing, nothing pins
+  // the end: ask for the generation once.
+  Result<bool> GenerationChanged() {
+    if (generation_changed_) {
+      return true;
+    }
+    if (rule_messages_ > 0 || !first_generation_) {
+      return false;  // no reply at all: no table was seen, nothing can be inconsistent
+    }
+    auto generation = Generation();
+    if (!generation) {
+      return generation.error();
+    }
+    return static_cast<uint16_t>(*generation & 0xffff) != *first_generation_;
   }
 
   Result<uint32_t> Generation() {
-    std::vector<char> buffer;
+    RequestBuffer buffer;
     nlmsghdr* request =
-        BuildRequest(&buffer, NFT_MSG_GETGEN, AF_UNSPEC, NLM_F_ACK, [](nlmsghdr*) {});
+        BuildRequest(buffer, NFT_MSG_GETGEN, AF_UNSPEC, NLM_F_ACK, [](nlmsghdr*) {});
     std::optional<uint32_t> id;
     auto error =
         nl::RunRequest(socket_, request, kSource, "NFT_MSG_GETGEN", [&](const nlmsghdr* message) {
@@ -351,11 +385,12 @@ class NfTablesReader {
   }
 
   std::optional<SourceError> DumpTables() {
-    std::vector<char> buffer;
+    RequestBuffer buffer;
     nlmsghdr* request =
-        BuildRequest(&buffer, NFT_MSG_GETTABLE, NFPROTO_UNSPEC, NLM_F_DUMP, [](nlmsghdr*) {});
+        BuildRequest(buffer, NFT_MSG_GETTABLE, NFPROTO_UNSPEC, NLM_F_DUMP, [](nlmsghdr*) {});
     return nl::RunRequest(
         socket_, request, kSource, "NFT_MSG_GETTABLE dump", [&](const nlmsghdr* message) {
+          ObserveGeneration(message);
           TablePtr table(nftnl_table_alloc());
           if (!table || nftnl_table_nlmsg_parse(message, table.get()) < 0) {
             return nl::Next::kContinue;
@@ -371,11 +406,12 @@ class NfTablesReader {
   }
 
   std::optional<SourceError> DumpChains() {
-    std::vector<char> buffer;
+    RequestBuffer buffer;
     nlmsghdr* request =
-        BuildRequest(&buffer, NFT_MSG_GETCHAIN, NFPROTO_UNSPEC, NLM_F_DUMP, [](nlmsghdr*) {});
+        BuildRequest(buffer, NFT_MSG_GETCHAIN, NFPROTO_UNSPEC, NLM_F_DUMP, [](nlmsghdr*) {});
     return nl::RunRequest(
         socket_, request, kSource, "NFT_MSG_GETCHAIN dump", [&](const nlmsghdr* message) {
+          ObserveGeneration(message);
           ChainPtr c(nftnl_chain_alloc());
           if (!c || nftnl_chain_nlmsg_parse(message, c.get()) < 0) {
             return nl::Next::kContinue;
@@ -408,11 +444,12 @@ class NfTablesReader {
 
   std::optional<SourceError> DumpSets() {
     std::vector<SetPtr> sets;
-    std::vector<char> buffer;
+    RequestBuffer buffer;
     nlmsghdr* request =
-        BuildRequest(&buffer, NFT_MSG_GETSET, NFPROTO_UNSPEC, NLM_F_DUMP, [](nlmsghdr*) {});
+        BuildRequest(buffer, NFT_MSG_GETSET, NFPROTO_UNSPEC, NLM_F_DUMP, [](nlmsghdr*) {});
     auto error = nl::RunRequest(socket_, request, kSource, "NFT_MSG_GETSET dump",
                                 [&](const nlmsghdr* message) {
+                                  ObserveGeneration(message);
                                   SetPtr set(nftnl_set_alloc());
                                   if (set && nftnl_set_nlmsg_parse(message, set.get()) >= 0) {
                                     sets.push_back(std::move(set));
@@ -444,15 +481,16 @@ class NfTablesReader {
     out.key_type = KeyTypeName(key_type);
     out.comment = SetComment(set);
 
-    std::vector<char> buffer;
+    RequestBuffer buffer;
     nlmsghdr* request =
-        BuildRequest(&buffer, NFT_MSG_GETSETELEM, static_cast<uint16_t>(nfproto), NLM_F_DUMP,
+        BuildRequest(buffer, NFT_MSG_GETSETELEM, static_cast<uint16_t>(nfproto), NLM_F_DUMP,
                      [&](nlmsghdr* header) { nftnl_set_elems_nlmsg_build_payload(header, set); });
     std::vector<std::pair<std::vector<uint8_t>, bool>> keys;  // (key, is interval end)
     bool limit_hit = false;
     auto error = nl::RunRequest(
         socket_, request, kSource, "NFT_MSG_GETSETELEM " + table_name + " " + out.name,
         [&](const nlmsghdr* message) {
+          ObserveGeneration(message);
           SetPtr parsed(nftnl_set_alloc());
           if (!parsed || nftnl_set_elems_nlmsg_parse(message, parsed.get()) < 0) {
             return nl::Next::kContinue;
@@ -496,12 +534,14 @@ class NfTablesReader {
   }
 
   std::optional<SourceError> DumpRules() {
-    std::vector<char> buffer;
+    RequestBuffer buffer;
     nlmsghdr* request =
-        BuildRequest(&buffer, NFT_MSG_GETRULE, NFPROTO_UNSPEC, NLM_F_DUMP, [](nlmsghdr*) {});
+        BuildRequest(buffer, NFT_MSG_GETRULE, NFPROTO_UNSPEC, NLM_F_DUMP, [](nlmsghdr*) {});
     xt::SetNameResolver resolve_ipset = [this](uint16_t index) { return IpSetName(index); };
     return nl::RunRequest(
         socket_, request, kSource, "NFT_MSG_GETRULE dump", [&](const nlmsghdr* message) {
+          ObserveGeneration(message);
+          ++rule_messages_;
           RulePtr r(nftnl_rule_alloc());
           if (!r || nftnl_rule_nlmsg_parse(message, r.get()) < 0) {
             return nl::Next::kContinue;
@@ -566,6 +606,9 @@ class NfTablesReader {
   size_t rule_count_ = 0;
   size_t element_count_ = 0;
   bool truncated_ = false;
+  std::optional<uint16_t> first_generation_;  // of the first reply of this attempt
+  bool generation_changed_ = false;
+  size_t rule_messages_ = 0;
   std::optional<std::map<uint16_t, std::string>> ipset_names_;
 };
 

@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 
 #include <cerrno>
+#include <memory>
 #include <vector>
 
 namespace ad::nl {
@@ -28,6 +29,30 @@ uint32_t NextSequence() {
   return ++sequence;
 }
 
+// Receive buffers reused across requests on this thread: a fresh zeroed 64 KiB vector per
+// request cost more than parsing a small dump. A handler may itself issue a request (the nft
+// rule decoder lists ipsets to name an xt `set` match), so each nesting level has its own.
+class ReceiveBufferLease {
+ public:
+  ReceiveBufferLease() : level_(depth_++) {
+    if (pool_.size() <= level_) {
+      pool_.push_back(std::make_unique_for_overwrite<char[]>(kReceiveBufferSize));
+    }
+  }
+  ~ReceiveBufferLease() { --depth_; }
+  ReceiveBufferLease(const ReceiveBufferLease&) = delete;
+  ReceiveBufferLease& operator=(const ReceiveBufferLease&) = delete;
+
+  char* data() const { return pool_[level_].get(); }
+
+ private:
+  static thread_local std::vector<std::unique_ptr<char[]>> pool_;
+  static thread_local size_t depth_;
+  size_t level_;
+};
+thread_local std::vector<std::unique_ptr<char[]>> ReceiveBufferLease::pool_;
+thread_local size_t ReceiveBufferLease::depth_ = 0;
+
 }  // namespace
 
 Result<MnlSocket> OpenNetfilterSocket(const std::string& source) {
@@ -48,15 +73,16 @@ std::optional<SourceError> RunRequest(mnl_socket* socket, nlmsghdr* request,
   if (mnl_socket_sendto(socket, request, request->nlmsg_len) < 0) {
     return ErrnoError(source, "sendto(" + what + ")");
   }
-  std::vector<char> buffer(kReceiveBufferSize);
+  ReceiveBufferLease lease;
+  char* buffer = lease.data();
   uint32_t port_id = mnl_socket_get_portid(socket);
   CallbackContext context{&handler};
   while (true) {
-    ssize_t received = mnl_socket_recvfrom(socket, buffer.data(), buffer.size());
+    ssize_t received = mnl_socket_recvfrom(socket, buffer, kReceiveBufferSize);
     if (received < 0) {
       return ErrnoError(source, "recvfrom(" + what + ")");
     }
-    int ret = mnl_cb_run(buffer.data(), static_cast<size_t>(received), request->nlmsg_seq, port_id,
+    int ret = mnl_cb_run(buffer, static_cast<size_t>(received), request->nlmsg_seq, port_id,
                          OnMessage, &context);
     if (ret < 0) {
       return ErrnoError(source, what);

@@ -1,23 +1,30 @@
+// ReadRouting: plain rtnetlink dumps over one NETLINK_ROUTE socket (libmnl). The kernel filters
+// routes by table (strict dump checking), and interface names come from SIOCGIFNAME for the few
+// ifindexes seen instead of a full RTM_GETLINK dump, whose per-link attributes (stats, IPv6
+// devconf) cost more to format than everything else here together.
+
 #include "sources/route/route_reader.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <libmnl/libmnl.h>
 #include <linux/fib_rules.h>
+#include <linux/if_addr.h>
 #include <linux/rtnetlink.h>
-#include <netlink/addr.h>
-#include <netlink/cache.h>
-#include <netlink/netlink.h>
-#include <netlink/route/addr.h>
-#include <netlink/route/link.h>
-#include <netlink/route/nexthop.h>
+#include <net/if.h>
 #include <netlink/route/route.h>
-#include <netlink/route/rule.h>
-#include <netlink/socket.h>
+#include <sys/ioctl.h>
 
 #include <algorithm>
 #include <array>
+#include <cerrno>
+#include <cstring>
 #include <memory>
+#include <optional>
+#include <span>
 #include <string>
+#include <unordered_map>
+#include <utility>
 
 #include "sources/unique_fd.h"
 
@@ -25,31 +32,28 @@ namespace ad {
 namespace {
 
 constexpr const char* kSource = "route";
+constexpr int kMaxAttempts = 3;  // re-reads when a dump was interrupted by a change
 
-struct SocketDeleter {
-  void operator()(nl_sock* sock) const { nl_socket_free(sock); }
-};
-struct CacheDeleter {
-  void operator()(nl_cache* cache) const { nl_cache_free(cache); }
-};
-using NlSocket = std::unique_ptr<nl_sock, SocketDeleter>;
-using NlCache = std::unique_ptr<nl_cache, CacheDeleter>;
+// Big enough for the largest dump skb the kernel sends (32 KiB minus overhead).
+constexpr size_t kReceiveBufferSize = 32 * 1024;
 
-SourceError NlError(const std::string& what, int nl_error) {
-  return SourceError{kSource, what + ": " + nl_geterror(nl_error), -nl_error};
-}
+struct MnlSocketCloser {
+  void operator()(mnl_socket* socket) const { mnl_socket_close(socket); }
+};
+using MnlSocket = std::unique_ptr<mnl_socket, MnlSocketCloser>;
 
 Family FamilyOf(int af) { return af == AF_INET6 ? Family::kIpv6 : Family::kIpv4; }
 
-std::string AddressText(nl_addr* addr) {
-  if (addr == nullptr) {
+// Text of an address attribute; zeros when it is shorter than the family's address (what the
+// libnl-based reader printed), "" when absent.
+std::string AddressText(int af, const nlattr* attr) {
+  if (attr == nullptr) {
     return "";
   }
-  const int af = nl_addr_get_family(addr);
   const size_t size = af == AF_INET6 ? 16 : 4;
   std::array<uint8_t, 16> bytes{};
-  if (nl_addr_get_len(addr) >= size) {
-    std::memcpy(bytes.data(), nl_addr_get_binary_addr(addr), size);
+  if (mnl_attr_get_payload_len(attr) >= size) {
+    std::memcpy(bytes.data(), mnl_attr_get_payload(attr), size);
   }
   char text[INET6_ADDRSTRLEN] = {};
   if (::inet_ntop(af == AF_INET6 ? AF_INET6 : AF_INET, bytes.data(), text, sizeof(text)) ==
@@ -60,11 +64,11 @@ std::string AddressText(nl_addr* addr) {
 }
 
 // "0.0.0.0/0" even when the kernel omits RTA_DST for a default route.
-std::string PrefixText(nl_addr* dst, int af) {
-  if (dst == nullptr || nl_addr_get_len(dst) == 0) {
+std::string PrefixText(const nlattr* dst, int af, uint8_t prefix_len) {
+  if (dst == nullptr || mnl_attr_get_payload_len(dst) == 0) {
     return af == AF_INET6 ? "::/0" : "0.0.0.0/0";
   }
-  return AddressText(dst) + "/" + std::to_string(nl_addr_get_prefixlen(dst));
+  return AddressText(af, dst) + "/" + std::to_string(prefix_len);
 }
 
 std::string RuleActionName(uint8_t action) {
@@ -102,97 +106,276 @@ bool Ipv6DisabledOnLoopback() {
   return ::read(fd.get(), &value, 1) == 1 && value == '1';
 }
 
+// Attribute table of one message: index = attribute type, only types below N are kept.
+template <size_t N>
+std::array<const nlattr*, N> ParseAttrs(const nlmsghdr* message, size_t header_size) {
+  std::array<const nlattr*, N> table{};
+  const auto* attr = static_cast<const nlattr*>(mnl_nlmsg_get_payload_offset(message, header_size));
+  const auto* end = static_cast<const char*>(mnl_nlmsg_get_payload_tail(message));
+  while (mnl_attr_ok(attr, static_cast<int>(end - reinterpret_cast<const char*>(attr)))) {
+    const uint16_t type = mnl_attr_get_type(attr);
+    if (type < N) {
+      table[type] = attr;
+    }
+    attr = mnl_attr_next(attr);
+  }
+  return table;
+}
+
+std::optional<uint32_t> U32Attr(const nlattr* attr) {
+  if (attr == nullptr || mnl_attr_get_payload_len(attr) < sizeof(uint32_t)) {
+    return std::nullopt;
+  }
+  return mnl_attr_get_u32(attr);
+}
+
+// Output interface of a route: the first nexthop of RTA_MULTIPATH, else RTA_OIF (0: none).
+int RouteIfindex(const nlattr* multipath, const nlattr* oif) {
+  if (multipath != nullptr && mnl_attr_get_payload_len(multipath) >= sizeof(rtnexthop)) {
+    return static_cast<const rtnexthop*>(mnl_attr_get_payload(multipath))->rtnh_ifindex;
+  }
+  return static_cast<int>(U32Attr(oif).value_or(0));
+}
+
+// What libnl's route cache used as a route's identity (family, tos, table, dst, priority). The
+// libnl-based reader kept only the first route per identity (e.g. of two `ip route append`
+// routes that differ only in the device); this keeps that output unchanged.
+struct RouteIdentity {
+  uint8_t family = 0;
+  uint8_t tos = 0;
+  uint32_t table = 0;
+  uint32_t priority = 0;
+  uint8_t dst_len = 0;
+  std::array<uint8_t, 16> dst{};
+  size_t dst_size = 0;
+
+  bool operator==(const RouteIdentity&) const = default;
+};
+
+class RtnlReader {
+ public:
+  explicit RtnlReader(MnlSocket socket)
+      : socket_(std::move(socket)), port_id_(mnl_socket_get_portid(socket_.get())) {}
+
+  // Sends one dump request and hands every reply message to `handle`. An interrupted dump
+  // (NLM_F_DUMP_INTR) comes back as EINTR.
+  template <typename Fill, typename Handle>
+  std::optional<SourceError> Dump(uint16_t type, const char* what, Fill fill, Handle handle) {
+    std::array<char, 256> request_buffer{};
+    nlmsghdr* request = mnl_nlmsg_put_header(request_buffer.data());
+    request->nlmsg_type = type;
+    request->nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
+    request->nlmsg_seq = ++sequence_;
+    fill(request);
+    if (mnl_socket_sendto(socket_.get(), request, request->nlmsg_len) < 0) {
+      return ErrnoError(kSource, std::string("sendto(") + what + ")");
+    }
+    auto callback = [](const nlmsghdr* message, void* data) {
+      (*static_cast<Handle*>(data))(message);
+      return MNL_CB_OK;
+    };
+    while (true) {
+      const ssize_t received =
+          mnl_socket_recvfrom(socket_.get(), buffer_.get(), kReceiveBufferSize);
+      if (received < 0) {
+        return ErrnoError(kSource, std::string("recvfrom(") + what + ")");
+      }
+      const int ret = mnl_cb_run(buffer_.get(), static_cast<size_t>(received), request->nlmsg_seq,
+                                 port_id_, callback, &handle);
+      if (ret < 0) {
+        return ErrnoError(kSource, what);
+      }
+      if (ret == MNL_CB_STOP) {
+        return std::nullopt;
+      }
+    }
+  }
+
+  // Interface name by index, resolved in the socket's netns (SIOCGIFNAME works on any socket
+  // and answers for the namespace the socket belongs to). "" when it is gone.
+  const std::string& InterfaceName(int ifindex) {
+    static const std::string kNone;
+    if (ifindex <= 0) {
+      return kNone;
+    }
+    auto [it, inserted] = names_.try_emplace(ifindex);
+    if (inserted) {
+      ifreq request{};
+      request.ifr_ifindex = ifindex;
+      if (::ioctl(mnl_socket_get_fd(socket_.get()), SIOCGIFNAME, &request) == 0) {
+        it->second.assign(request.ifr_name, ::strnlen(request.ifr_name, IFNAMSIZ));
+      }
+    }
+    return it->second;
+  }
+
+  Result<RoutingState> Read(const std::vector<uint32_t>& tables) {
+    RoutingState state;
+    if (auto error = ReadRules(state)) return *error;
+    // One requested table (Istio's 100): let the kernel filter. Several: one unfiltered dump, so
+    // the order stays the kernel's dump order.
+    const std::optional<uint32_t> kernel_filter =
+        tables.size() == 1 ? std::optional(tables.front()) : std::nullopt;
+    if (!tables.empty()) {
+      if (auto error = ReadRoutes(kernel_filter, tables, state)) return *error;
+    }
+    if (auto error = ReadAddresses(state)) return *error;
+    return state;
+  }
+
+ private:
+  std::optional<SourceError> ReadRules(RoutingState& state) {
+    auto fill = [](nlmsghdr* request) {
+      auto* header =
+          static_cast<fib_rule_hdr*>(mnl_nlmsg_put_extra_header(request, sizeof(fib_rule_hdr)));
+      header->family = AF_UNSPEC;
+    };
+    return Dump(RTM_GETRULE, "RTM_GETRULE dump", fill, [&state](const nlmsghdr* message) {
+      if (message->nlmsg_type != RTM_NEWRULE ||
+          mnl_nlmsg_get_payload_len(message) < sizeof(fib_rule_hdr)) {
+        return;
+      }
+      const auto* header = static_cast<const fib_rule_hdr*>(mnl_nlmsg_get_payload(message));
+      // Multicast routing (RTNL_FAMILY_IPMR/IP6MR) keeps rule tables of its own; not Istio's.
+      if (header->family != AF_INET && header->family != AF_INET6) {
+        return;
+      }
+      const auto attrs = ParseAttrs<FRA_FWMASK + 1>(message, sizeof(fib_rule_hdr));
+      PolicyRule out;
+      out.family = FamilyOf(header->family);
+      out.priority = U32Attr(attrs[FRA_PRIORITY]).value_or(0);
+      out.fwmark = U32Attr(attrs[FRA_FWMARK]).value_or(0);
+      out.fwmask = out.fwmark == 0 ? 0 : U32Attr(attrs[FRA_FWMASK]).value_or(0);
+      out.table = U32Attr(attrs[FRA_TABLE]).value_or(header->table);
+      out.action = RuleActionName(header->action);
+      state.rules.push_back(std::move(out));
+    });
+  }
+
+  // `kernel_filter`: rtm_table + RTA_TABLE, applied by the kernel with NETLINK_GET_STRICT_CHK
+  // (an AF_UNSPEC dump of a table that does not exist is empty, not ENOENT). The table check
+  // below stays for kernels that ignore the filter.
+  std::optional<SourceError> ReadRoutes(std::optional<uint32_t> kernel_filter,
+                                        const std::vector<uint32_t>& tables, RoutingState& state) {
+    auto fill = [kernel_filter](nlmsghdr* request) {
+      auto* header = static_cast<rtmsg*>(mnl_nlmsg_put_extra_header(request, sizeof(rtmsg)));
+      header->rtm_family = AF_UNSPEC;
+      if (kernel_filter) {
+        header->rtm_table = *kernel_filter < 256 ? static_cast<uint8_t>(*kernel_filter) : 0;
+        mnl_attr_put_u32(request, RTA_TABLE, *kernel_filter);
+      }
+    };
+    return Dump(RTM_GETROUTE, "RTM_GETROUTE dump", fill, [&](const nlmsghdr* message) {
+      if (message->nlmsg_type != RTM_NEWROUTE ||
+          mnl_nlmsg_get_payload_len(message) < sizeof(rtmsg)) {
+        return;
+      }
+      const auto* header = static_cast<const rtmsg*>(mnl_nlmsg_get_payload(message));
+      const int af = header->rtm_family;
+      if (af != AF_INET && af != AF_INET6) {
+        return;
+      }
+      const auto attrs = ParseAttrs<RTA_TABLE + 1>(message, sizeof(rtmsg));
+      const uint32_t route_table = U32Attr(attrs[RTA_TABLE]).value_or(header->rtm_table);
+      if (std::find(tables.begin(), tables.end(), route_table) == tables.end()) {
+        return;
+      }
+      RouteIdentity identity{header->rtm_family, header->rtm_tos, route_table,
+                             U32Attr(attrs[RTA_PRIORITY]).value_or(0), header->rtm_dst_len};
+      if (const nlattr* dst = attrs[RTA_DST]) {
+        identity.dst_size = std::min<size_t>(mnl_attr_get_payload_len(dst), identity.dst.size());
+        std::memcpy(identity.dst.data(), mnl_attr_get_payload(dst), identity.dst_size);
+      }
+      if (std::find(seen_routes_.begin(), seen_routes_.end(), identity) != seen_routes_.end()) {
+        return;
+      }
+      seen_routes_.push_back(identity);
+      RouteEntry out;
+      out.family = FamilyOf(af);
+      out.table = route_table;
+      out.type = RouteTypeName(header->rtm_type);
+      out.dst = PrefixText(attrs[RTA_DST], af, header->rtm_dst_len);
+      out.dev = InterfaceName(RouteIfindex(attrs[RTA_MULTIPATH], attrs[RTA_OIF]));
+      state.routes.push_back(std::move(out));
+    });
+  }
+
+  std::optional<SourceError> ReadAddresses(RoutingState& state) {
+    auto fill = [](nlmsghdr* request) {
+      auto* header =
+          static_cast<ifaddrmsg*>(mnl_nlmsg_put_extra_header(request, sizeof(ifaddrmsg)));
+      header->ifa_family = AF_UNSPEC;
+    };
+    return Dump(RTM_GETADDR, "RTM_GETADDR dump", fill, [&](const nlmsghdr* message) {
+      if (message->nlmsg_type != RTM_NEWADDR ||
+          mnl_nlmsg_get_payload_len(message) < sizeof(ifaddrmsg)) {
+        return;
+      }
+      const auto* header = static_cast<const ifaddrmsg*>(mnl_nlmsg_get_payload(message));
+      const int af = header->ifa_family;
+      if (af != AF_INET && af != AF_INET6) {
+        return;
+      }
+      const auto attrs = ParseAttrs<IFA_LOCAL + 1>(message, sizeof(ifaddrmsg));
+      InterfaceAddress out;
+      out.ifname = InterfaceName(static_cast<int>(header->ifa_index));
+      out.family = FamilyOf(af);
+      // IPv6 sends only IFA_ADDRESS; IPv4 sends IFA_LOCAL (+ IFA_ADDRESS = peer when different).
+      out.address = AddressText(af, attrs[IFA_LOCAL] ? attrs[IFA_LOCAL] : attrs[IFA_ADDRESS]);
+      out.prefix_len = header->ifa_prefixlen;
+      out.global_scope = header->ifa_scope == RT_SCOPE_UNIVERSE;
+      state.addresses.push_back(std::move(out));
+    });
+  }
+
+  MnlSocket socket_;
+  uint32_t port_id_ = 0;
+  uint32_t sequence_ = 0;
+  std::unique_ptr<char[]> buffer_ = std::make_unique_for_overwrite<char[]>(kReceiveBufferSize);
+  // A node's host netns can have thousands of interfaces (one veth per pod).
+  std::unordered_map<int, std::string> names_;
+  std::vector<RouteIdentity> seen_routes_;  // only the requested tables: a short list
+};
+
+Result<MnlSocket> OpenRouteSocket() {
+  // The socket binds to the calling thread's current netns at creation.
+  MnlSocket socket(mnl_socket_open2(NETLINK_ROUTE, SOCK_CLOEXEC));
+  if (!socket) {
+    return ErrnoError(kSource, "mnl_socket_open(NETLINK_ROUTE)");
+  }
+  if (mnl_socket_bind(socket.get(), 0, MNL_SOCKET_AUTOPID) < 0) {
+    return ErrnoError(kSource, "mnl_socket_bind(NETLINK_ROUTE)");
+  }
+  // Lets the kernel apply the route table filter; without it (pre-4.20) the dump is unfiltered
+  // and ReadRoutes filters by itself.
+  const int on = 1;
+  ::setsockopt(mnl_socket_get_fd(socket.get()), SOL_NETLINK, NETLINK_GET_STRICT_CHK, &on,
+               sizeof(on));
+  return socket;
+}
+
 }  // namespace
 
 Result<RoutingState> ReadRouting(const std::vector<uint32_t>& tables) {
-  // The netlink socket binds to the calling thread's current netns at creation.
-  NlSocket sock(nl_socket_alloc());
-  if (!sock) {
-    return SourceError{kSource, "nl_socket_alloc: out of memory", ENOMEM};
-  }
-  if (int err = nl_connect(sock.get(), NETLINK_ROUTE); err < 0) {
-    return NlError("nl_connect(NETLINK_ROUTE)", err);
-  }
-
-  RoutingState state;
-  nl_cache* raw = nullptr;
-  if (int err = rtnl_link_alloc_cache(sock.get(), AF_UNSPEC, &raw); err < 0) {
-    return NlError("RTM_GETLINK dump", err);
-  }
-  NlCache links(raw);
-
-  if (int err = rtnl_rule_alloc_cache(sock.get(), AF_UNSPEC, &raw); err < 0) {
-    return NlError("RTM_GETRULE dump", err);
-  }
-  NlCache rules(raw);
-  for (nl_object* obj = nl_cache_get_first(rules.get()); obj; obj = nl_cache_get_next(obj)) {
-    auto* rule = reinterpret_cast<rtnl_rule*>(obj);
-    // Multicast routing (RTNL_FAMILY_IPMR/IP6MR) keeps rule tables of its own; not Istio's.
-    const int af = rtnl_rule_get_family(rule);
-    if (af != AF_INET && af != AF_INET6) continue;
-    PolicyRule out;
-    out.family = FamilyOf(af);
-    out.priority = rtnl_rule_get_prio(rule);
-    out.fwmark = rtnl_rule_get_mark(rule);
-    out.fwmask = out.fwmark == 0 ? 0 : rtnl_rule_get_mask(rule);
-    out.table = rtnl_rule_get_table(rule);
-    out.action = RuleActionName(rtnl_rule_get_action(rule));
-    state.rules.push_back(std::move(out));
-  }
-
-  if (int err = rtnl_route_alloc_cache(sock.get(), AF_UNSPEC, 0, &raw); err < 0) {
-    return NlError("RTM_GETROUTE dump", err);
-  }
-  NlCache routes(raw);
-  for (nl_object* obj = nl_cache_get_first(routes.get()); obj; obj = nl_cache_get_next(obj)) {
-    auto* route = reinterpret_cast<rtnl_route*>(obj);
-    const uint32_t table = rtnl_route_get_table(route);
-    if (std::find(tables.begin(), tables.end(), table) == tables.end()) {
-      continue;
+  std::optional<SourceError> last_error;
+  for (int attempt = 0; attempt < kMaxAttempts; ++attempt) {
+    auto socket = OpenRouteSocket();
+    if (!socket) {
+      return socket.error();
     }
-    const int af = rtnl_route_get_family(route);
-    if (af != AF_INET && af != AF_INET6) {
-      continue;
-    }
-    RouteEntry out;
-    out.family = FamilyOf(af);
-    out.table = table;
-    out.type = RouteTypeName(rtnl_route_get_type(route));
-    out.dst = PrefixText(rtnl_route_get_dst(route), af);
-    if (rtnl_route_get_nnexthops(route) > 0) {
-      const int ifindex = rtnl_route_nh_get_ifindex(rtnl_route_nexthop_n(route, 0));
-      char name[IFNAMSIZ + 1] = {};
-      if (rtnl_link_i2name(links.get(), ifindex, name, sizeof(name)) != nullptr) {
-        out.dev = name;
+    RtnlReader reader(std::move(*socket));
+    auto state = reader.Read(tables);
+    if (!state) {
+      if (state.error().error_number == EINTR) {
+        last_error = state.error();
+        continue;  // routing changed during a dump
       }
+      return state.error();
     }
-    state.routes.push_back(std::move(out));
+    state->ipv6_disabled = Ipv6DisabledOnLoopback();
+    return state;
   }
-
-  if (int err = rtnl_addr_alloc_cache(sock.get(), &raw); err < 0) {
-    return NlError("RTM_GETADDR dump", err);
-  }
-  NlCache addrs(raw);
-  for (nl_object* obj = nl_cache_get_first(addrs.get()); obj; obj = nl_cache_get_next(obj)) {
-    auto* addr = reinterpret_cast<rtnl_addr*>(obj);
-    const int af = rtnl_addr_get_family(addr);
-    if (af != AF_INET && af != AF_INET6) {
-      continue;
-    }
-    InterfaceAddress out;
-    char name[IFNAMSIZ + 1] = {};
-    if (rtnl_link_i2name(links.get(), rtnl_addr_get_ifindex(addr), name, sizeof(name)) != nullptr) {
-      out.ifname = name;
-    }
-    out.family = FamilyOf(af);
-    out.address = AddressText(rtnl_addr_get_local(addr));
-    out.prefix_len = static_cast<uint8_t>(rtnl_addr_get_prefixlen(addr));
-    out.global_scope = rtnl_addr_get_scope(addr) == RT_SCOPE_UNIVERSE;
-    state.addresses.push_back(std::move(out));
-  }
-
-  state.ipv6_disabled = Ipv6DisabledOnLoopback();
-  return state;
+  return *last_error;
 }
 
 }  // namespace ad

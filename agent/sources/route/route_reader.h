@@ -1,4 +1,4 @@
-// Policy routing and addresses of the netns the calling thread is in (libnl-route, read only).
+// Policy routing and addresses of the netns the calling thread is in (rtnetlink dumps, read only).
 #pragma once
 
 #include <cstdint>
