@@ -67,7 +67,7 @@ struct NetnsSnapshot {
   NetnsRecord netns;
   NetfilterState netfilter;
   RoutingState routing;
-  std::vector<ListeningSocket> listeners;  // TCP LISTEN + bound UDP sockets (sock_diag)
+  std::vector<ListeningSocket> listeners;  // TCP LISTEN sockets (sock_diag; UDP not scanned)
   std::vector<SourceError> errors;         // partial failures; a vanished netns shows up here
   bool unreadable = false;                 // nothing could be read at all
   double scan_ms = 0;

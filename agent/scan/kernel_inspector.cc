@@ -91,7 +91,7 @@ class KernelInspector : public NetnsInspector {
       keep_error(routing.error());
     }
     // Listeners (ztunnel's in-pod 15001/15006/15008/15053): one dump per family and protocol.
-    ListenerDump listeners = ReadListeningSockets();
+    ListenerDump listeners = ReadListeningSockets(/*include_udp=*/false);
     snapshot.listeners = std::move(listeners.listeners);
     for (const SourceError& error : listeners.errors) {
       keep_error(error);

@@ -13,6 +13,7 @@
 #include "netns_test_util.h"
 #include "scan/inspector.h"
 #include "scan/zds_node_source.h"
+#include "sources/netns/netns_guard.h"
 #include "sources/sockdiag/inet_diag.h"
 
 namespace ad {
@@ -110,7 +111,15 @@ TEST(SockDiagListeners, ZtunnelInPodListenersWithMarkAndOwner) {
   for (const SourceError& error : pod_snapshot.errors) {
     if (error.source == "sockdiag") ADD_FAILURE() << error.message;
   }
-  const std::vector<ListeningSocket>& listeners = pod_snapshot.listeners;
+  // The node scan reads TCP only (UDP dumps walk the global UDP hash); the reader can do both.
+  EXPECT_EQ(pod_snapshot.listeners.size(), 5u);
+  ListenerDump with_udp;
+  {
+    auto guard = NetnsGuard::Enter(netns);
+    ASSERT_TRUE(guard.ok()) << guard.error().message;
+    with_udp = ReadListeningSockets(/*include_udp=*/true);
+  }
+  const std::vector<ListeningSocket>& listeners = with_udp.listeners;
   EXPECT_EQ(listeners.size(), 7u);  // not the connected TCP pair on 9000 nor the connected UDP
 
   struct Expected {

@@ -96,7 +96,7 @@ Result<std::vector<uint8_t>> DumpInetDiagRaw(int family, uint8_t protocol) {
   return DumpSockDiag(*socket, ListenerDumpRequest(family, protocol), DumpName(family, protocol));
 }
 
-ListenerDump ReadListeningSockets() {
+ListenerDump ReadListeningSockets(bool include_udp) {
   ListenerDump dump;
   auto socket = OpenSockDiagSocket();
   if (!socket.ok()) {
@@ -104,6 +104,7 @@ ListenerDump ReadListeningSockets() {
     return dump;
   }
   for (uint8_t protocol : {uint8_t{IPPROTO_TCP}, uint8_t{IPPROTO_UDP}}) {
+    if (protocol == IPPROTO_UDP && !include_udp) continue;
     for (int family : {AF_INET, AF_INET6}) {
       const std::string what = DumpName(family, protocol);
       auto raw = DumpSockDiag(*socket, ListenerDumpRequest(family, protocol), what);

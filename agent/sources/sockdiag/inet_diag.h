@@ -31,6 +31,8 @@ struct ListenerDump {
 
 // One dump per family and protocol in the calling thread's netns (the thread must already be in
 // the target netns). Never fails as a whole.
-ListenerDump ReadListeningSockets();
+// `include_udp`: each UDP dump walks the whole (global) UDP hash table, ~25 µs per family, and
+// adds only ztunnel's DNS port, which it also opens on TCP; the node scan leaves it out.
+ListenerDump ReadListeningSockets(bool include_udp = true);
 
 }  // namespace ad
