@@ -220,27 +220,13 @@ std::string KeyTypeName(uint32_t key_type) {
   }
 }
 
-// Set userdata TLV: the comment is NFTNL_UDATA_SET_COMMENT.
 std::string SetComment(nftnl_set* set) {
   if (!nftnl_set_is_set(set, NFTNL_SET_USERDATA)) {
     return {};
   }
   uint32_t len = 0;
   const auto* data = static_cast<const uint8_t*>(nftnl_set_get_data(set, NFTNL_SET_USERDATA, &len));
-  size_t pos = 0;
-  while (data != nullptr && pos + 2 <= len) {
-    uint8_t type = data[pos];
-    uint8_t value_len = data[pos + 1];
-    if (pos + 2 + value_len > len) {
-      break;
-    }
-    if (type == NFTNL_UDATA_SET_COMMENT) {
-      const auto* chars = reinterpret_cast<const char*>(data + pos + 2);
-      return std::string(chars, strnlen(chars, value_len));
-    }
-    pos += 2 + value_len;
-  }
-  return {};
+  return nft::UserdataComment(data, len, NFTNL_UDATA_SET_COMMENT);
 }
 
 // Interval sets store [start, end) pairs; render each pair as "a-b" (or "a" for one address).

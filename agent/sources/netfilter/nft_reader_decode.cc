@@ -853,7 +853,6 @@ int VisitExpression(nftnl_expr* e, void* data) {
   return 0;
 }
 
-// Rule userdata is a TLV list (type u8, len u8, value); the comment is NUL-terminated.
 std::string RuleComment(nftnl_rule* rule) {
   if (!nftnl_rule_is_set(rule, NFTNL_RULE_USERDATA)) {
     return {};
@@ -861,14 +860,20 @@ std::string RuleComment(nftnl_rule* rule) {
   uint32_t len = 0;
   const auto* data =
       static_cast<const uint8_t*>(nftnl_rule_get_data(rule, NFTNL_RULE_USERDATA, &len));
+  return UserdataComment(data, len, NFTNL_UDATA_RULE_COMMENT);
+}
+
+}  // namespace
+
+std::string UserdataComment(const uint8_t* data, uint32_t len, uint8_t comment_type) {
   size_t pos = 0;
   while (data != nullptr && pos + 2 <= len) {
-    uint8_t type = data[pos];
-    uint8_t value_len = data[pos + 1];
+    const uint8_t type = data[pos];
+    const uint8_t value_len = data[pos + 1];
     if (pos + 2 + value_len > len) {
       break;
     }
-    if (type == NFTNL_UDATA_RULE_COMMENT) {
+    if (type == comment_type) {
       const auto* chars = reinterpret_cast<const char*>(data + pos + 2);
       return std::string(chars, strnlen(chars, value_len));
     }
@@ -876,8 +881,6 @@ std::string RuleComment(nftnl_rule* rule) {
   }
   return {};
 }
-
-}  // namespace
 
 DecodedRule DecodeRule(nftnl_rule* rule, Family table_family,
                        const xt::SetNameResolver& resolve_ipset) {

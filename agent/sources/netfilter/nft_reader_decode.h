@@ -4,6 +4,9 @@
 
 #include <libnftnl/rule.h>
 
+#include <cstdint>
+#include <string>
+
 #include "model/rule.h"
 #include "sources/netfilter/xt_compat.h"
 
@@ -19,5 +22,9 @@ struct DecodedRule {
 // becomes kUnknown matches or actions.
 DecodedRule DecodeRule(nftnl_rule* rule, Family table_family,
                        const xt::SetNameResolver& resolve_ipset);
+
+// Comment stored in nftables userdata: a TLV list (type u8, len u8, value) whose `comment_type`
+// entry is a NUL-terminated string. Empty when absent or malformed.
+std::string UserdataComment(const uint8_t* data, uint32_t len, uint8_t comment_type);
 
 }  // namespace ad::nft
