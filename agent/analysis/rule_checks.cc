@@ -101,15 +101,22 @@ size_t CountIstioRules(const NetnsSnapshot& netns, const AmbientFit& fit) {
   return count;
 }
 
+// One evidence line per backend holding in-pod ambient rules: how many and which variant.
+std::vector<std::string> AmbientRuleCounts(const NetnsSnapshot& netns,
+                                           const NetnsIstioState& state) {
+  std::vector<std::string> lines;
+  for (const AmbientFit& fit : state.ambient) {
+    lines.push_back(std::string(BackendName(fit.backend)) + ": " +
+                    std::to_string(CountIstioRules(netns, fit)) + " Istio in-pod rules (variant " +
+                    fit.variant.Describe() + ")");
+  }
+  return lines;
+}
+
 void CheckMixedBackends(const NetnsSnapshot& netns, const NetnsIstioState& state,
                         std::vector<Finding>& findings) {
   if (state.ambient.size() < 2) return;
-  std::vector<std::string> evidence;
-  for (const AmbientFit& fit : state.ambient) {
-    evidence.push_back(std::string(BackendName(fit.backend)) + ": " +
-                       std::to_string(CountIstioRules(netns, fit)) +
-                       " Istio in-pod rules (variant " + fit.variant.Describe() + ")");
-  }
+  std::vector<std::string> evidence = AmbientRuleCounts(netns, state);
   findings.push_back(MakeFinding(
       "MIXED_BACKEND", &netns, "Istio ambient rules present in more than one netfilter backend",
       std::move(evidence),
@@ -222,12 +229,7 @@ void CheckCompleteness(const NetnsSnapshot& netns, const NetnsIstioState& state,
 
 void CheckHostEnrollment(const NetnsSnapshot& netns, const NetnsIstioState& state,
                          std::vector<Finding>& findings) {
-  std::vector<std::string> evidence;
-  for (const AmbientFit& fit : state.ambient) {
-    evidence.push_back(std::string(BackendName(fit.backend)) + ": " +
-                       std::to_string(CountIstioRules(netns, fit)) +
-                       " Istio in-pod rules (variant " + fit.variant.Describe() + ")");
-  }
+  std::vector<std::string> evidence = AmbientRuleCounts(netns, state);
   findings.push_back(MakeFinding(
       "HOST_NETNS_ENROLLED", &netns, "in-pod ambient redirection chains in the host netns",
       std::move(evidence),
