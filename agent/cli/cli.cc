@@ -96,7 +96,8 @@ void AddDiscoveryFlags(FlagSet& flags) {
                  "Scan the embedded lab node (scripts/lab up): shorthand for --no-proc "
                  "--netns-dir /run/netns --netns-match 'adlab-*' --host-netns "
                  "/run/netns/adlab-host, with the ZDS socket /run/ambient-lab/adlab/ztunnel.sock "
-                 "and ztunnel admin in /run/netns/adlab-ztunnel."});
+                 "and ztunnel admin in /run/netns/adlab-ztunnel; pods are named by the lab's "
+                 "cri-sim (/run/ambient-lab/adlab/cri.sock) unless --cri-endpoint is given."});
   flags.Add({.name = "lab-prefix",
              .value_name = "NAME",
              .default_text = "adlab",
@@ -218,7 +219,13 @@ std::optional<std::string> AddNodeSources(const FlagSet& flags, ScanOptions& sca
   }
   if (!flags.Has("no-cri")) {
     CriSourceOptions cri;
-    if (flags.Has("cri-endpoint")) cri.client.endpoints = {flags.Get("cri-endpoint")};
+    if (flags.Has("cri-endpoint")) {
+      cri.client.endpoints = {flags.Get("cri-endpoint")};
+    } else if (lab) {
+      // A lab with ZDS runs cri-sim, which names its pods; otherwise probe the real runtimes.
+      const std::string lab_cri_socket = "/run/ambient-lab/" + lab_prefix + "/cri.sock";
+      if (PathExists(lab_cri_socket)) cri.client.endpoints = {"unix://" + lab_cri_socket};
+    }
     cri.client.host_root = host_root;
     cri.host_root = host_root;
     cri.proc_root = proc_root;

@@ -134,7 +134,12 @@ std::string CniStats::ToText() const {
       << "adds_dropped " << adds_dropped << "\n"
       << "dels_dropped " << dels_dropped << "\n"
       << "connections " << connections << "\n"
-      << "pods " << pods << "\n";
+      << "pods " << pods << "\n"
+      << "enrollments " << enrollments << "\n"
+      << "enroll_failures " << enroll_failures << "\n"
+      << "enroll_pending " << enroll_pending << "\n"
+      << "unenrollments " << unenrollments << "\n"
+      << "unenroll_errors " << unenroll_errors << "\n";
   return out.str();
 }
 
@@ -508,7 +513,8 @@ std::vector<std::shared_future<std::string>> CniServer::PodDeleted(const std::st
 void CniServer::SetPods(const std::vector<CniPod>& pods) {
   State& s = *state_;
   std::vector<CniPod> added;
-  std::vector<std::string> deleted;
+  std::vector<CniPod> enrolling;  // new pods with enrollment info
+  std::vector<CniPod> deleted;
   {
     std::lock_guard lock(s.mutex);
     std::set<std::string> wanted;
@@ -519,14 +525,79 @@ void CniServer::SetPods(const std::vector<CniPod>& pods) {
                         known->second.pod.name == pod.name &&
                         known->second.pod.namespace_name == pod.namespace_name &&
                         known->second.pod.service_account == pod.service_account;
-      if (!same) added.push_back(pod);
+      if (same) continue;
+      (known == s.pods.end() && pod.enrollment ? enrolling : added).push_back(pod);
     }
     for (const auto& [uid, entry] : s.pods) {
-      if (!wanted.count(uid)) deleted.push_back(uid);
+      if (!wanted.count(uid)) deleted.push_back(entry.pod);
     }
   }
-  for (const std::string& uid : deleted) (void)PodDeleted(uid);
+  for (const CniPod& pod : deleted) {
+    if (pod.enrollment) {
+      UnenrollPod(pod);
+    } else {
+      (void)PodDeleted(pod.uid);
+    }
+  }
   for (const CniPod& pod : added) (void)PodAdded(pod);
+  for (const CniPod& pod : enrolling) EnrollPod(pod);
+}
+
+void CniServer::EnrollPod(const CniPod& pod) {
+  State& s = *state_;
+  const PodEnrollment& enrollment = *pod.enrollment;
+  s.Log("creating inpod rules uid=" + pod.uid + " backend=" + enrollment.backend +
+        " netns=" + pod.netns_path);
+  if (Result<std::monostate> rules = CreateInpodRules(pod.netns_path, enrollment); !rules.ok()) {
+    s.Log("failed to create inpod rules (non-retryable) uid=" + pod.uid + ": " +
+          rules.error().message);
+    s.Count([](CniStats& stats) { ++stats.enroll_failures; });
+    return;
+  }
+  std::shared_future<std::string> acked = PodAdded(pod);
+  const auto limit =
+      s.options.ack_timeout + std::chrono::seconds(1) +
+      (s.options.fault == CniFault::kSlowAck ? s.options.slow_delay : std::chrono::milliseconds(0));
+  const std::string error = acked.wait_for(limit) == std::future_status::ready
+                                ? acked.get()
+                                : std::string("no ack in time");
+  if (!error.empty()) {
+    // istio-cni annotates the pod `pending` and retries; the probe set stays without it.
+    s.Log("pod add not acked, enrollment pending uid=" + pod.uid + ": " + error);
+    s.Count([](CniStats& stats) { ++stats.enroll_pending; });
+    return;
+  }
+  if (Result<std::monostate> member = AddToHostProbeSet(pod.uid, enrollment); !member.ok()) {
+    s.Log("failed to add pod IP to host probe set uid=" + pod.uid + ": " + member.error().message);
+    s.Count([](CniStats& stats) { ++stats.enroll_pending; });
+    return;
+  }
+  s.Log("pod enrolled uid=" + pod.uid + " ip=" + enrollment.ipv4);
+  s.Count([](CniStats& stats) { ++stats.enrollments; });
+}
+
+void CniServer::UnenrollPod(const CniPod& pod) {
+  State& s = *state_;
+  const PodEnrollment& enrollment = *pod.enrollment;
+  bool failed = false;
+  if (Result<std::monostate> member = RemoveFromHostProbeSet(enrollment); !member.ok()) {
+    s.Log("failed to remove pod IP from host probe set uid=" + pod.uid + ": " +
+          member.error().message);
+    failed = true;
+  }
+  if (Result<std::monostate> rules = DeleteInpodRules(pod.netns_path, enrollment); !rules.ok()) {
+    s.Log("failed to delete inpod rules uid=" + pod.uid + ": " + rules.error().message);
+    failed = true;
+  }
+  std::vector<std::shared_future<std::string>> acks = PodDeleted(pod.uid);
+  for (const auto& ack : acks) {
+    (void)ack.wait_for(s.options.ack_timeout + std::chrono::seconds(1));
+  }
+  s.Log("pod unenrolled uid=" + pod.uid);
+  s.Count([failed](CniStats& stats) {
+    ++stats.unenrollments;
+    if (failed) ++stats.unenroll_errors;
+  });
 }
 
 CniStats CniServer::stats() const {
@@ -551,13 +622,23 @@ Result<std::vector<CniPod>> ReadPodsFile(const std::string& path) {
     std::istringstream fields(line);
     CniPod pod;
     if (!(fields >> pod.uid)) continue;
-    std::string extra;
-    if (!(fields >> pod.name >> pod.namespace_name >> pod.service_account >> pod.netns_path) ||
-        (fields >> extra)) {
-      return SourceError{kSource,
-                         path + ":" + std::to_string(number) +
-                             ": want 'uid name namespace service-account netns-path'",
-                         EINVAL};
+    if (!(fields >> pod.name >> pod.namespace_name >> pod.service_account >> pod.netns_path)) {
+      return SourceError{
+          kSource,
+          path + ":" + std::to_string(number) +
+              ": want 'uid name namespace service-account netns-path [key=value...]'",
+          EINVAL};
+    }
+    std::vector<std::string> extra;
+    for (std::string field; fields >> field;) extra.push_back(field);
+    if (!extra.empty()) {
+      Result<PodEnrollment> enrollment = ParseEnrollmentFields(extra);
+      if (!enrollment.ok()) {
+        return SourceError{kSource,
+                           path + ":" + std::to_string(number) + ": " + enrollment.error().message,
+                           EINVAL};
+      }
+      pod.enrollment = std::move(enrollment).value();
     }
     pods.push_back(std::move(pod));
   }
@@ -565,8 +646,10 @@ Result<std::vector<CniPod>> ReadPodsFile(const std::string& path) {
 }
 
 std::string PodsFileLine(const CniPod& pod) {
-  return pod.uid + " " + pod.name + " " + pod.namespace_name + " " + pod.service_account + " " +
-         pod.netns_path;
+  std::string line = pod.uid + " " + pod.name + " " + pod.namespace_name + " " +
+                     pod.service_account + " " + pod.netns_path;
+  if (pod.enrollment) line += " " + EnrollmentFields(*pod.enrollment);
+  return line;
 }
 
 }  // namespace ad::sim

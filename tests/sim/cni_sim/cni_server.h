@@ -9,11 +9,13 @@
 #include <cstdint>
 #include <future>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "cni_sim/inpod_enroll.h"
 #include "model/result.h"
 
 namespace ad::sim {
@@ -25,6 +27,9 @@ struct CniPod {
   std::string namespace_name;
   std::string service_account;
   std::string netns_path;  // opened (and held) by the server; unopenable -> KeepWorkload
+  // Set: cni-sim enrolls the pod itself when it appears after start-up (rules, Add, probe set)
+  // and unenrolls it when it vanishes. Unset: someone else (the lab) installed its rules.
+  std::optional<PodEnrollment> enrollment;
 };
 
 enum class CniFault : uint8_t {
@@ -64,6 +69,12 @@ struct CniStats {
   uint64_t dels_dropped = 0;
   uint64_t connections = 0;  // registered now
   uint64_t pods = 0;         // in the pod cache now
+  // Pods with enrollment info, added/removed after start-up (inpod_enroll.h):
+  uint64_t enrollments = 0;      // rules + Add acked + probe set member
+  uint64_t enroll_failures = 0;  // CreateInpodRules failed (pod not cached, nothing sent)
+  uint64_t enroll_pending = 0;   // rules in place but the Add was not acked (no probe member)
+  uint64_t unenrollments = 0;    // probe set -> rules -> Del done
+  uint64_t unenroll_errors = 0;  // a removal step failed (logged; the Del is still sent)
 
   std::string ToText() const;  // "key value" lines (the stats file)
 };
@@ -83,7 +94,9 @@ class CniServer {
   std::shared_future<std::string> PodAdded(const CniPod& pod);
   // Broadcast to every connection; one future per connection (none when nobody is connected).
   std::vector<std::shared_future<std::string>> PodDeleted(const std::string& uid);
-  // Applies a full desired pod list: Adds for new or changed pods, Dels for vanished ones.
+  // Applies a full desired pod list: Adds for new or changed pods, Dels for vanished ones. New
+  // pods with enrollment info are enrolled in istio-cni's order (in-pod rules -> Add, waiting for
+  // the ack -> host probe set); vanished ones are unenrolled (probe set -> rules -> Del).
   void SetPods(const std::vector<CniPod>& pods);
 
   CniStats stats() const;
@@ -93,11 +106,14 @@ class CniServer {
  private:
   struct State;
   explicit CniServer(std::unique_ptr<State> state);
+  void EnrollPod(const CniPod& pod);
+  void UnenrollPod(const CniPod& pod);
   std::unique_ptr<State> state_;
 };
 
-// Pods file: one pod per line, `uid name namespace service-account netns-path`; '#' comments and
-// blank lines are skipped.
+// Pods file: one pod per line, `uid name namespace service-account netns-path [enrollment]`, the
+// optional enrollment being key=value fields (EnrollmentFields: `backend=iptables-nft|legacy|nft
+// dns=0|1 ipv6=0|1 host=NETNS-PATH ip=A [ip6=A]`); '#' comments and blank lines are skipped.
 Result<std::vector<CniPod>> ReadPodsFile(const std::string& path);
 std::string PodsFileLine(const CniPod& pod);
 

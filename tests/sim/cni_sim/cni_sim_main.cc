@@ -18,7 +18,10 @@ constexpr char kUsage[] = R"(usage: cni-sim --socket PATH [options]
   --socket PATH          ZDS socket to listen on (SOCK_SEQPACKET; a stale file is unlinked)
   --pods-file FILE       pods, one per line: uid name namespace service-account netns-path
                          (re-read on SIGHUP: new pods -> Add to the latest connection,
-                         vanished pods -> Del to every connection)
+                         vanished pods -> Del to every connection); optional trailing
+                         backend=iptables-nft|legacy|nft dns=0|1 ipv6=0|1 host=NETNS ip=A
+                         [ip6=A] make a pod added later enrolled by cni-sim itself: in-pod rules
+                         -> Add (acked) -> host probe set; removal: probe set -> rules -> Del
   --stats-file FILE      counters as "key value" lines, rewritten atomically on every change
   --fault KIND[:SECONDS] deadlock | slow-ack[:SECONDS] (default 2) | drop-adds
   --drop-add UID         never send the steady-state Add for this pod (repeatable)

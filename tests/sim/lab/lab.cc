@@ -12,6 +12,8 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iterator>
+#include <map>
 #include <mutex>
 #include <thread>
 
@@ -354,6 +356,7 @@ bool IsLabNetnsName(const std::string& prefix, const std::string& name) {
 
 constexpr char kCniSim[] = "cni-sim";
 constexpr char kZtunnelSim[] = "ztunnel-sim";
+constexpr char kCriSim[] = "cri-sim";
 
 std::string PidFilePath(const std::string& run_dir, const std::string& name) {
   return run_dir + "/" + name + ".pid";
@@ -461,6 +464,44 @@ Status StartCniSim(LabNode& node, const LabOptions& options) {
   return kOk;
 }
 
+// Every meshed pod's addresses, for cri-sim's PodSandboxStatus (network.ip).
+std::string PodIpsFileText(const LabNode& node) {
+  std::string text = "# uid ipv4 [ipv6] (cri-sim reads per request)\n";
+  for (const LabPod& pod : node.pods) {
+    if (!pod.meshed) continue;
+    text += pod.pod_uid + " " + pod.ipv4 + (pod.ipv6.empty() ? "" : " " + pod.ipv6) + "\n";
+  }
+  return text;
+}
+
+// cri-sim serves the pods file over CRI; a unix socket server only, so the root netns will do.
+Status StartCriSim(LabNode& node) {
+  LabZds& zds = node.zds;
+  const std::string program = SimBinaryPath(kCriSim);
+  if (program.empty()) return LabError("cri-sim executable not found (build target cri-sim)");
+  if (Status status = WriteFileAtomically(zds.pod_ips_file, PodIpsFileText(node)); !status.ok()) {
+    return status;
+  }
+  std::vector<std::string> argv = {program,       "--socket",   zds.cri_socket_path, "--pods-file",
+                                   zds.pods_file, "--ips-file", zds.pod_ips_file};
+  Result<int> pid = SpawnDaemon({argv, "", zds.cri_log});
+  if (!pid.ok()) return pid.error();
+  zds.cri_sim_pid = *pid;
+  if (Status status =
+          WriteFileAtomically(PidFilePath(zds.run_dir, kCriSim), std::to_string(*pid) + "\n");
+      !status.ok()) {
+    return status;
+  }
+  const bool listening = WaitUntil(
+      [&] { return fs::exists(zds.cri_socket_path) || !DaemonRunning(zds.cri_sim_pid, kCriSim); },
+      std::chrono::seconds(5));
+  if (!listening || !DaemonRunning(zds.cri_sim_pid, kCriSim)) {
+    return LabError("cri-sim did not start listening on " + zds.cri_socket_path +
+                    LogTail(zds.cri_log));
+  }
+  return kOk;
+}
+
 Status StartZtunnelSim(LabNode& node) {
   LabZds& zds = node.zds;
   const std::string program = SimBinaryPath(kZtunnelSim);
@@ -517,6 +558,7 @@ Status StartZds(LabNode& node, const LabOptions& options) {
     return status;
   }
   if (Status status = StartCniSim(node, options); !status.ok()) return status;
+  if (Status status = StartCriSim(node); !status.ok()) return status;
   if (Status status = StartZtunnelSim(node); !status.ok()) return status;
 
   auto stat = [&zds](const char* key) { return ReadStatsFile(zds.stats_file)[key]; };
@@ -587,6 +629,7 @@ void StopEmulators(const std::string& prefix) {
   // ztunnel first, like a node drain; then the server.
   StopDaemon(ReadPidFile(PidFilePath(run_dir, kZtunnelSim)), kZtunnelSim);
   StopDaemon(ReadPidFile(PidFilePath(run_dir, kCniSim)), kCniSim);
+  StopDaemon(ReadPidFile(PidFilePath(run_dir, kCriSim)), kCriSim);
   std::error_code ignored;
   fs::remove_all(run_dir, ignored);
 }
@@ -711,7 +754,7 @@ std::string LabRunDir(const std::string& prefix) {
 
 std::vector<LabEmulator> LabEmulators(const std::string& prefix) {
   std::vector<LabEmulator> emulators;
-  for (const char* name : {kCniSim, kZtunnelSim}) {
+  for (const char* name : {kCniSim, kZtunnelSim, kCriSim}) {
     const int pid = ReadPidFile(PidFilePath(LabRunDir(prefix), name));
     if (pid > 0) emulators.push_back({name, pid, DaemonRunning(pid, name)});
   }
@@ -745,8 +788,11 @@ std::string LabNode::Describe() const {
     out += "        ztunnel-sim pid " + std::to_string(zds.ztunnel_sim_pid) + " in " +
            zds.ztunnel_netns_name + " (" + zds.ztunnel_netns_path +
            "): admin 127.0.0.1:15000, stats :15020, ready :15021\n";
-    out += "        pods " + zds.pods_file + ", stats " + zds.stats_file + "\n";
-    out += "        logs " + zds.cni_log + ", " + zds.ztunnel_log + "\n";
+    out += "        cri-sim pid " + std::to_string(zds.cri_sim_pid) + ", CRI socket " +
+           zds.cri_socket_path + "\n";
+    out += "        pods " + zds.pods_file + ", ips " + zds.pod_ips_file + ", stats " +
+           zds.stats_file + "\n";
+    out += "        logs " + zds.cni_log + ", " + zds.ztunnel_log + ", " + zds.cri_log + "\n";
   }
   out += "faults injected: " + std::to_string(faults.size()) + "\n";
   for (const InjectedFault& fault : faults) {
@@ -782,6 +828,9 @@ Result<LabNode> PlanLab(const LabOptions& options) {
     zds.stats_file = zds.run_dir + "/cni-sim.stats";
     zds.cni_log = zds.run_dir + "/cni-sim.log";
     zds.ztunnel_log = zds.run_dir + "/ztunnel-sim.log";
+    zds.cri_socket_path = zds.run_dir + "/cri.sock";
+    zds.pod_ips_file = zds.run_dir + "/pod-ips.txt";
+    zds.cri_log = zds.run_dir + "/cri-sim.log";
     zds.ztunnel_netns_name = options.prefix + "-ztunnel";
     zds.ztunnel_netns_path = std::string(kNetnsDir) + "/" + zds.ztunnel_netns_name;
   }
@@ -940,6 +989,204 @@ Result<std::monostate> LabDown(const std::string& prefix) {
   if (!left.empty()) {
     return LabError("lab " + prefix + " down left " + std::to_string(left.size()) +
                     " netns (first " + left.front() + "): " + result->err);
+  }
+  return kOk;
+}
+
+// ---- steady-state enrollment through cni-sim ---------------------------------------------------
+
+namespace {
+
+// Rewrites a `uid ...` lines file without the lines of `uid`; true when one was removed.
+Result<bool> DropUidLines(const std::string& path, const std::string& uid) {
+  std::ifstream in(path);
+  if (!in) return false;
+  std::string kept;
+  bool removed = false;
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(uid + " ", 0) == 0) {
+      removed = true;
+      continue;
+    }
+    kept += line + "\n";
+  }
+  in.close();
+  if (!removed) return false;
+  if (Status status = WriteFileAtomically(path, kept); !status.ok()) return status.error();
+  return true;
+}
+
+Status AppendLine(const std::string& path, const std::string& line) {
+  std::ifstream in(path);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (!text.empty() && text.back() != '\n') text += '\n';
+  return WriteFileAtomically(path, text + line + "\n");
+}
+
+struct CniSimHandle {
+  std::string run_dir;
+  std::string pods_file;
+  std::string stats_file;
+  std::string log;
+  std::string pod_ips_file;  // cri-sim's, when the lab runs it
+  int pid = 0;
+};
+
+Result<CniSimHandle> FindCniSim(const std::string& prefix) {
+  if (!ValidPrefix(prefix)) return LabError("invalid prefix '" + prefix + "'");
+  if (::geteuid() != 0) return LabError("needs root to change lab network namespaces");
+  CniSimHandle cni;
+  cni.run_dir = LabRunDir(prefix);
+  cni.pods_file = cni.run_dir + "/pods.txt";
+  cni.stats_file = cni.run_dir + "/cni-sim.stats";
+  cni.log = cni.run_dir + "/cni-sim.log";
+  cni.pod_ips_file = cni.run_dir + "/pod-ips.txt";
+  cni.pid = ReadPidFile(PidFilePath(cni.run_dir, kCniSim));
+  if (!DaemonRunning(cni.pid, kCniSim) || !fs::exists(cni.pods_file)) {
+    return LabError("lab " + prefix + " has no running cni-sim (bring it up with --zds)");
+  }
+  return cni;
+}
+
+// SIGHUPs cni-sim and waits until one of the counters `keys` grows past its value before the
+// signal; returns that key.
+Result<std::string> SignalAndWait(const CniSimHandle& cni, const std::vector<std::string>& keys,
+                                  int timeout_seconds) {
+  std::map<std::string, uint64_t> before = ReadStatsFile(cni.stats_file);
+  ::kill(cni.pid, SIGHUP);
+  std::string grown;
+  const bool done = WaitUntil(
+      [&] {
+        std::map<std::string, uint64_t> now = ReadStatsFile(cni.stats_file);
+        for (const std::string& key : keys) {
+          if (now[key] > before[key]) grown = key;
+        }
+        return !grown.empty();
+      },
+      std::chrono::seconds(timeout_seconds));
+  if (!done) {
+    return LabError("cni-sim did not report " + keys.front() + " in time" + LogTail(cni.log));
+  }
+  return grown;
+}
+
+// Index and name width of the lab's pod netns: `<prefix>-pod-NNN`.
+std::vector<std::pair<int, std::string>> LabPodNetns(const std::string& prefix) {
+  std::vector<std::pair<int, std::string>> pods;
+  const std::string pod_prefix = prefix + "-pod-";
+  for (const std::string& name : ListLabNetns(prefix)) {
+    if (name.rfind(pod_prefix, 0) != 0) continue;
+    pods.emplace_back(std::atoi(name.c_str() + pod_prefix.size()), name);
+  }
+  return pods;
+}
+
+}  // namespace
+
+Result<LabPod> EnrollPod(const std::string& prefix, const EnrollPodOptions& options) {
+  Result<CniSimHandle> found = FindCniSim(prefix);
+  if (!found.ok()) return found.error();
+  const CniSimHandle& cni = *found;
+  int next = 0;
+  int width = 3;
+  for (const auto& [index, name] : LabPodNetns(prefix)) {
+    next = std::max(next, index + 1);
+    width = std::max(width, static_cast<int>(name.size() - prefix.size() - 5));
+  }
+  LabPod pod;
+  pod.index = options.index.value_or(next);
+  if (pod.index < 0 || pod.index >= kMaxPods) return LabError("pod index out of range");
+  pod.netns_name = PodNetnsName(prefix, pod.index, width);
+  pod.netns_path = std::string(kNetnsDir) + "/" + pod.netns_name;
+  pod.ipv4 = PodIpv4(pod.index);
+  if (options.ipv6) pod.ipv6 = PodIpv6(pod.index);
+  pod.pod_uid = FakePodUid(prefix, pod.index);
+  pod.backend = options.backend;
+  pod.variant = {.dns_capture = options.dns_capture, .ipv6 = options.ipv6};
+  for (const auto& [index, name] : LabPodNetns(prefix)) {
+    if (index == pod.index) return LabError("lab " + prefix + " already has pod " + name);
+  }
+  const std::string host_name = prefix + "-host";
+  if (Status status = Run({{"ip", "netns", "add", pod.netns_name}}); !status.ok()) {
+    return status.error();
+  }
+  // From here on a failure removes the pod again (pods-file line, cni-sim state, netns).
+  auto fail = [&](const SourceError& error) -> Result<LabPod> {
+    (void)UnenrollPod(prefix, pod.index, true, std::min(options.timeout_seconds, 5));
+    (void)RunCommand({{"ip", "netns", "del", pod.netns_name}});
+    return SourceError{error.source, "enroll " + pod.netns_name + ": " + error.message,
+                       error.error_number};
+  };
+  const std::string veth = "veth" + std::to_string(pod.index);
+  std::string host = "link add " + veth + " type veth peer name eth0 netns " + pod.netns_name +
+                     "\nlink set " + veth + " up\nroute add " + pod.ipv4 + "/32 dev " + veth + "\n";
+  std::string links = "link set lo up\nlink set eth0 up\naddr add " + pod.ipv4 + "/16 dev eth0\n";
+  links += std::string("route add default via ") + kGatewayV4 + " dev eth0\n";
+  if (options.ipv6) {
+    host += "addr add " + std::string(kLinkLocalGatewayV6) + "/64 dev " + veth + " nodad\n";
+    host += "route add " + pod.ipv6 + "/128 dev " + veth + "\n";
+    links += "addr add " + pod.ipv6 + "/64 dev eth0 nodad\n";
+    links += std::string("route add default via ") + kLinkLocalGatewayV6 + " dev eth0\n";
+  }
+  if (Status status = Run({{"ip", "-n", host_name, "-batch", "-"}, host}); !status.ok()) {
+    return fail(status.error());
+  }
+  if (Status status = RunInNetns(pod.netns_path, {"ip", "-batch", "-"}, links); !status.ok()) {
+    return fail(status.error());
+  }
+  sim::CniPod cni_pod{pod.pod_uid, pod.netns_name, "lab", "default", pod.netns_path};
+  cni_pod.enrollment =
+      sim::PodEnrollment{.backend = std::string(LabBackendName(pod.backend)),
+                         .dns_capture = options.dns_capture,
+                         .ipv6 = options.ipv6,
+                         .host_netns_path = std::string(kNetnsDir) + "/" + host_name,
+                         .ipv4 = pod.ipv4,
+                         .ipv6_address = pod.ipv6};
+  if (fs::exists(cni.pod_ips_file)) {
+    const std::string ips = pod.pod_uid + " " + pod.ipv4 + (pod.ipv6.empty() ? "" : " " + pod.ipv6);
+    if (Status status = AppendLine(cni.pod_ips_file, ips); !status.ok()) {
+      return fail(status.error());
+    }
+  }
+  if (Status status = AppendLine(cni.pods_file, sim::PodsFileLine(cni_pod)); !status.ok()) {
+    return fail(status.error());
+  }
+  Result<std::string> outcome = SignalAndWait(
+      cni, {"enrollments", "enroll_failures", "enroll_pending"}, options.timeout_seconds);
+  if (!outcome.ok()) return fail(outcome.error());
+  if (*outcome != "enrollments") {
+    return fail(LabError("cni-sim counted " + *outcome + LogTail(cni.log)));
+  }
+  return pod;
+}
+
+Result<std::monostate> UnenrollPod(const std::string& prefix, int index, bool delete_netns,
+                                   int timeout_seconds) {
+  Result<CniSimHandle> found = FindCniSim(prefix);
+  if (!found.ok()) return found.error();
+  const CniSimHandle& cni = *found;
+  const std::string uid = FakePodUid(prefix, index);
+  Result<bool> removed = DropUidLines(cni.pods_file, uid);
+  if (!removed.ok()) return removed.error();
+  (void)DropUidLines(cni.pod_ips_file, uid);
+  Status signalled = kOk;
+  if (*removed) {
+    // A pod cni-sim never cached (its rules failed) is only dropped: wait for the pod count.
+    Result<std::string> outcome =
+        SignalAndWait(cni, {"unenrollments", "dels_sent"}, timeout_seconds);
+    if (!outcome.ok()) signalled = outcome.error();
+  }
+  // The netns goes even when cni-sim failed: nothing of the pod may be left behind.
+  std::string batch;
+  for (const auto& [pod_index, name] : LabPodNetns(prefix)) {
+    if (pod_index == index && delete_netns) batch += "netns del " + name + "\n";
+  }
+  if (!batch.empty()) {
+    if (Status status = Run({{"ip", "-batch", "-"}, batch}); !status.ok()) return status;
+  }
+  if (!signalled.ok()) return signalled;
+  if (!*removed && (batch.empty() || !delete_netns)) {
+    return LabError("lab " + prefix + " has no pod with index " + std::to_string(index));
   }
   return kOk;
 }

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -23,6 +24,10 @@ commands:
   down     remove every netns of the lab and stop its ZDS emulators (idempotent)
   status   list the lab's netns and what `up` injected
   rules    print the generated rule text for one variant (no root needed)
+  add-pod  new pod NAME-pod-NNN enrolled by cni-sim like istio-cni does (a --zds lab):
+           in-pod rules -> Add (acked) -> host probe set; honours --backend, --ipv6,
+           --no-dns, --index
+  del-pod  --index N: cni-sim unenrolls it (probe set -> rules -> Del), then its netns goes
 
 options:
   --prefix NAME        lab name prefix (default adlab); netns are NAME-host, NAME-pod-NNN
@@ -45,6 +50,7 @@ options:
   --kubelet-uid N      skuid in the nft host rule (default 0)
   --workers N          parallel pod setup (default 2 per CPU, 2..8)
   rules only:  --ingress  --vif IF[,IF...]  --host
+  add-pod/del-pod:  --index N   pod index (add-pod default: one past the highest in use)
 )";
 
 bool ParseCount(std::string_view text, int& value) {
@@ -58,6 +64,7 @@ struct CliArgs {
   bool ingress = false;
   bool host = false;
   std::vector<std::string> vifs;
+  std::optional<int> index;
 };
 
 int Fail(const std::string& message) {
@@ -124,6 +131,8 @@ int main(int argc, char** argv) {
       cli.options.pods = number;
     } else if (arg == "--plain-pods" && value(text) && ParseCount(text, number)) {
       cli.options.plain_pods = number;
+    } else if (arg == "--index" && value(text) && ParseCount(text, number)) {
+      cli.index = number;
     } else if (arg == "--workers" && value(text) && ParseCount(text, number)) {
       cli.options.workers = number;
     } else if (arg == "--kubelet-uid" && value(text) && ParseCount(text, number)) {
@@ -186,5 +195,25 @@ int main(int argc, char** argv) {
     std::cout << PrintRules(cli);
     return 0;
   }
-  return Fail("unknown command '" + cli.command + "' (up, down, status, rules)");
+  if (cli.command == "add-pod") {
+    ad::lab::EnrollPodOptions enroll;
+    enroll.backend = cli.options.backend;
+    enroll.dns_capture = cli.options.dns_capture;
+    enroll.ipv6 = cli.options.ipv6;
+    enroll.index = cli.index;
+    ad::Result<ad::lab::LabPod> pod = ad::lab::EnrollPod(cli.options.prefix, enroll);
+    if (!pod.ok()) return Fail(pod.error().message);
+    std::cout << "pod " << pod->netns_name << " " << pod->ipv4
+              << (pod->ipv6.empty() ? "" : " " + pod->ipv6) << " uid=" << pod->pod_uid
+              << " enrolled by cni-sim (index " << pod->index << ")\n";
+    return 0;
+  }
+  if (cli.command == "del-pod") {
+    if (!cli.index) return Fail("del-pod needs --index N");
+    ad::Result<std::monostate> removed = ad::lab::UnenrollPod(cli.options.prefix, *cli.index);
+    if (!removed.ok()) return Fail(removed.error().message);
+    std::cout << "pod index " << *cli.index << " unenrolled by cni-sim and removed\n";
+    return 0;
+  }
+  return Fail("unknown command '" + cli.command + "' (up, down, status, rules, add-pod, del-pod)");
 }
