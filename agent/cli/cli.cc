@@ -354,7 +354,7 @@ int RunReport(const std::vector<std::string>& args) {
   if (::geteuid() != 0) {
     spdlog::warn("not running as root: entering other network namespaces will likely fail");
   }
-  auto inspector = MakeKernelInspector(ReadLimits{});
+  auto inspector = MakeKernelInspector(ReadLimits{}, {.ipsets_in_host_only = true});
   NodeSnapshot snapshot = ScanNode(scan, *inspector);
   if (!ScanUsable(snapshot)) return kExitScanFailed;
   NodeAnalysis analysis = Analyze(snapshot, options);
@@ -414,7 +414,7 @@ int RunWatch(const std::vector<std::string>& args) {
     spdlog::warn("not running as root: entering other network namespaces will likely fail");
   }
 
-  auto inspector = MakeKernelInspector(ReadLimits{});
+  auto inspector = MakeKernelInspector(ReadLimits{}, {.ipsets_in_host_only = true});
   History history;
   std::vector<Finding> open_findings;
   int exit_code = kExitScanFailed;

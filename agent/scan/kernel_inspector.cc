@@ -16,7 +16,8 @@ constexpr uint32_t kIstioRouteTable = 100;
 
 class KernelInspector : public NetnsInspector {
  public:
-  explicit KernelInspector(const ReadLimits& limits) : limits_(limits) {}
+  KernelInspector(const ReadLimits& limits, InspectorOptions options)
+      : limits_(limits), options_(options) {}
 
   NetnsSnapshot Inspect(const NetnsRecord& netns) override {
     const auto started = std::chrono::steady_clock::now();
@@ -80,10 +81,12 @@ class KernelInspector : public NetnsInspector {
         keep_error(tables.error());
       }
     }
-    if (auto sets = ReadIpSets(limits_); sets.ok()) {
-      nf.ipsets = std::move(*sets);
-    } else {
-      keep_error(sets.error());
+    if (snapshot.netns.is_host || !options_.ipsets_in_host_only) {
+      if (auto sets = ReadIpSets(limits_); sets.ok()) {
+        nf.ipsets = std::move(*sets);
+      } else {
+        keep_error(sets.error());
+      }
     }
     if (auto routing = ReadRouting({kIstioRouteTable}); routing.ok()) {
       snapshot.routing = std::move(*routing);
@@ -99,12 +102,14 @@ class KernelInspector : public NetnsInspector {
   }
 
   ReadLimits limits_;
+  InspectorOptions options_;
 };
 
 }  // namespace
 
-std::unique_ptr<NetnsInspector> MakeKernelInspector(const ReadLimits& limits) {
-  return std::make_unique<KernelInspector>(limits);
+std::unique_ptr<NetnsInspector> MakeKernelInspector(const ReadLimits& limits,
+                                                    InspectorOptions options) {
+  return std::make_unique<KernelInspector>(limits, options);
 }
 
 }  // namespace ad
