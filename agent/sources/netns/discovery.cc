@@ -33,13 +33,22 @@ using NetnsKey = std::pair<uint64_t, uint64_t>;  // (dev, inode)
 
 // A file is a network namespace when it lives on nsfs and nsfs says it is a net namespace.
 // Plain files left behind in a netns dir (e.g. after an unmount) are skipped.
-bool IsNetnsFile(const std::string& path) {
-  struct statfs fs {};
-  if (::statfs(path.c_str(), &fs) != 0 || static_cast<uint64_t>(fs.f_type) != NSFS_MAGIC) {
-    return false;
+// A bind-mounted network namespace in a netns directory: nsfs and of type net. One openat and
+// calls on the fd (one path lookup per entry; discovery runs before the parallel scan).
+std::optional<NetnsKey> NetnsFileKey(int dir_fd, const std::string& name, int* error) {
+  UniqueFd fd(::openat(dir_fd, name.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK));
+  if (!fd.valid()) {
+    *error = errno;
+    return std::nullopt;
   }
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  return fd.valid() && ::ioctl(fd.get(), NS_GET_NSTYPE) == CLONE_NEWNET;
+  struct statfs fs {};
+  struct stat st {};
+  if (::fstatfs(fd.get(), &fs) != 0 || static_cast<uint64_t>(fs.f_type) != NSFS_MAGIC ||
+      ::ioctl(fd.get(), NS_GET_NSTYPE) != CLONE_NEWNET || ::fstat(fd.get(), &st) != 0) {
+    *error = 0;  // not a network namespace: skipped silently
+    return std::nullopt;
+  }
+  return NetnsKey{static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino)};
 }
 
 std::optional<NetnsKey> StatNetns(const std::string& path, int* error) {
@@ -96,14 +105,11 @@ void ScanNetnsDir(const std::string& dir_path, const std::string& name_glob, Col
   std::sort(names.begin(), names.end());
   for (const std::string& name : names) {
     const std::string path = dir_path + "/" + name;
-    if (!IsNetnsFile(path)) {
-      continue;
-    }
     int error = 0;
-    if (auto key = StatNetns(path, &error)) {
+    if (auto key = NetnsFileKey(::dirfd(dir.get()), name, &error)) {
       AddPath(collector->At(*key), path);
-    } else if (error != ENOENT) {
-      warnings->push_back(ErrnoError(kSource, "stat(" + path + ")", error));
+    } else if (error != 0 && error != ENOENT) {
+      warnings->push_back(ErrnoError(kSource, "open(" + path + ")", error));
     }
   }
 }
