@@ -249,4 +249,13 @@ Result<std::map<uint16_t, std::string>> ReadIpSetNamesByIndex() {
   return names;
 }
 
+std::string IpSetNameCache::Name(uint16_t index) {
+  if (!names_) {
+    auto names = ReadIpSetNamesByIndex();
+    names_ = names ? std::move(*names) : std::map<uint16_t, std::string>{};
+  }
+  auto it = names_->find(index);
+  return it == names_->end() ? std::string() : it->second;
+}
+
 }  // namespace ad

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "model/result.h"
@@ -13,5 +14,15 @@ namespace ad {
 // Index -> name of every ipset in the calling thread's netns (header-only list dump). Empty when
 // ipset is not supported by the kernel.
 Result<std::map<uint16_t, std::string>> ReadIpSetNamesByIndex();
+
+// Index -> name for the rule readers (nf_tables xt `set` matches and legacy `-m set`): lists the
+// ipsets of the calling thread's netns once, on first use, and answers "" for unknown indexes.
+class IpSetNameCache {
+ public:
+  std::string Name(uint16_t index);
+
+ private:
+  std::optional<std::map<uint16_t, std::string>> names_;
+};
 
 }  // namespace ad

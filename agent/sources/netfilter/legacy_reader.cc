@@ -7,7 +7,6 @@
 // clang-format on
 
 #include <fcntl.h>
-#include <linux/netfilter/ipset/ip_set.h>
 #include <linux/netfilter/x_tables.h>
 #include <linux/netfilter_ipv4/ip_tables.h>
 #include <linux/netfilter_ipv6/ip6_tables.h>
@@ -19,6 +18,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "sources/netfilter/ipset_reader.h"
 #include "sources/netfilter/xt_compat.h"
 #include "sources/unique_fd.h"
 
@@ -445,37 +445,6 @@ Result<Table> DecodeBlob(Family family, const std::string& table_name, const Tab
   return table;
 }
 
-// Resolves ipset indexes with SO_IP_SET (read-only getsockopt) in the current netns, caching
-// each answer; ip_set only registers its sockopt for AF_INET.
-class SetNameCache {
- public:
-  std::string Resolve(uint16_t index) {
-    if (auto it = names_.find(index); it != names_.end()) {
-      return it->second;
-    }
-    std::string name;
-    if (!socket_.valid()) {
-      socket_.Reset(::socket(AF_INET, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_RAW));
-    }
-    if (socket_.valid()) {
-      ip_set_req_get_set request{};
-      request.op = IP_SET_OP_GET_BYINDEX;
-      request.version = IPSET_PROTOCOL;
-      request.set.index = index;
-      socklen_t length = sizeof(request);
-      if (::getsockopt(socket_.get(), SOL_IP, SO_IP_SET, &request, &length) == 0) {
-        name = FixedString(request.set.name, sizeof(request.set.name));
-      }
-    }
-    names_.emplace(index, name);
-    return name;
-  }
-
- private:
-  UniqueFd socket_;
-  std::unordered_map<uint16_t, std::string> names_;
-};
-
 template <typename Traits>
 Result<Table> ReadOneTable(Family family, int sock, const std::string& table_name,
                            const ReadLimits& limits, const xt::SetNameResolver& resolve_set) {
@@ -544,8 +513,8 @@ Result<std::vector<Table>> ReadTables(Family family, const std::vector<std::stri
   if (!sock.valid()) {
     return ErrnoError(Traits::kSource, "socket(SOCK_RAW, IPPROTO_RAW)");
   }
-  SetNameCache set_names;
-  xt::SetNameResolver resolve = [&set_names](uint16_t index) { return set_names.Resolve(index); };
+  IpSetNameCache set_names;
+  xt::SetNameResolver resolve = [&set_names](uint16_t index) { return set_names.Name(index); };
   size_t rules_so_far = 0;
   for (const std::string& name : table_names) {
     ReadLimits remaining = limits;

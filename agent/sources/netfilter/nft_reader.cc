@@ -523,7 +523,7 @@ class NfTablesReader {
     RequestBuffer buffer;
     nlmsghdr* request =
         BuildRequest(buffer, NFT_MSG_GETRULE, NFPROTO_UNSPEC, NLM_F_DUMP, [](nlmsghdr*) {});
-    xt::SetNameResolver resolve_ipset = [this](uint16_t index) { return IpSetName(index); };
+    xt::SetNameResolver resolve_ipset = [this](uint16_t index) { return ipset_names_.Name(index); };
     return nl::RunRequest(
         socket_, request, kSource, "NFT_MSG_GETRULE dump", [&](const nlmsghdr* message) {
           ObserveGeneration(message);
@@ -565,16 +565,6 @@ class NfTablesReader {
         });
   }
 
-  // Lazily lists ipsets once (only when an xt `set` match is seen) to turn indexes into names.
-  std::string IpSetName(uint16_t index) {
-    if (!ipset_names_) {
-      auto names = ReadIpSetNamesByIndex();
-      ipset_names_ = names ? std::move(*names) : std::map<uint16_t, std::string>{};
-    }
-    auto it = ipset_names_->find(index);
-    return it == ipset_names_->end() ? std::string() : it->second;
-  }
-
   std::vector<Table> Finish() {
     std::vector<Table> tables;
     tables.reserve(states_.size());
@@ -595,7 +585,7 @@ class NfTablesReader {
   std::optional<uint16_t> first_generation_;  // of the first reply of this attempt
   bool generation_changed_ = false;
   size_t rule_messages_ = 0;
-  std::optional<std::map<uint16_t, std::string>> ipset_names_;
+  IpSetNameCache ipset_names_;  // listed only when an xt `set` match is seen
 };
 
 }  // namespace
