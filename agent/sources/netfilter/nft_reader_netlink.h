@@ -1,4 +1,5 @@
-// Small RAII + request/response loop over libmnl, shared by the nf_tables and ipset readers.
+// Small RAII + request/response loop over libmnl, shared by the nf_tables, ipset and routing
+// readers.
 // The socket is bound to the netns of the thread that opened it.
 #pragma once
 

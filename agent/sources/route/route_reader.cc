@@ -26,6 +26,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "sources/netfilter/nft_reader_netlink.h"
 #include "sources/unique_fd.h"
 
 namespace ad {
@@ -34,13 +35,7 @@ namespace {
 constexpr const char* kSource = "route";
 constexpr int kMaxAttempts = 3;  // re-reads when a dump was interrupted by a change
 
-// Big enough for the largest dump skb the kernel sends (32 KiB minus overhead).
-constexpr size_t kReceiveBufferSize = 32 * 1024;
-
-struct MnlSocketCloser {
-  void operator()(mnl_socket* socket) const { mnl_socket_close(socket); }
-};
-using MnlSocket = std::unique_ptr<mnl_socket, MnlSocketCloser>;
+using nl::MnlSocket;
 
 Family FamilyOf(int af) { return af == AF_INET6 ? Family::kIpv6 : Family::kIpv4; }
 
@@ -154,41 +149,21 @@ struct RouteIdentity {
 
 class RtnlReader {
  public:
-  explicit RtnlReader(MnlSocket socket)
-      : socket_(std::move(socket)), port_id_(mnl_socket_get_portid(socket_.get())) {}
+  explicit RtnlReader(MnlSocket socket) : socket_(std::move(socket)) {}
 
-  // Sends one dump request and hands every reply message to `handle`. An interrupted dump
-  // (NLM_F_DUMP_INTR) comes back as EINTR.
+  // Sends one dump request and hands every reply message to `handle` (the shared libmnl loop;
+  // an interrupted dump, NLM_F_DUMP_INTR, comes back as EINTR).
   template <typename Fill, typename Handle>
   std::optional<SourceError> Dump(uint16_t type, const char* what, Fill fill, Handle handle) {
     std::array<char, 256> request_buffer{};
     nlmsghdr* request = mnl_nlmsg_put_header(request_buffer.data());
     request->nlmsg_type = type;
     request->nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
-    request->nlmsg_seq = ++sequence_;
     fill(request);
-    if (mnl_socket_sendto(socket_.get(), request, request->nlmsg_len) < 0) {
-      return ErrnoError(kSource, std::string("sendto(") + what + ")");
-    }
-    auto callback = [](const nlmsghdr* message, void* data) {
-      (*static_cast<Handle*>(data))(message);
-      return MNL_CB_OK;
-    };
-    while (true) {
-      const ssize_t received =
-          mnl_socket_recvfrom(socket_.get(), buffer_.get(), kReceiveBufferSize);
-      if (received < 0) {
-        return ErrnoError(kSource, std::string("recvfrom(") + what + ")");
-      }
-      const int ret = mnl_cb_run(buffer_.get(), static_cast<size_t>(received), request->nlmsg_seq,
-                                 port_id_, callback, &handle);
-      if (ret < 0) {
-        return ErrnoError(kSource, what);
-      }
-      if (ret == MNL_CB_STOP) {
-        return std::nullopt;
-      }
-    }
+    return nl::RunRequest(socket_.get(), request, kSource, what, [&](const nlmsghdr* message) {
+      handle(message);
+      return nl::Next::kContinue;
+    });
   }
 
   // Interface name by index, resolved in the socket's netns (SIOCGIFNAME works on any socket
@@ -329,9 +304,6 @@ class RtnlReader {
   }
 
   MnlSocket socket_;
-  uint32_t port_id_ = 0;
-  uint32_t sequence_ = 0;
-  std::unique_ptr<char[]> buffer_ = std::make_unique_for_overwrite<char[]>(kReceiveBufferSize);
   // A node's host netns can have thousands of interfaces (one veth per pod).
   std::unordered_map<int, std::string> names_;
   std::vector<RouteIdentity> seen_routes_;  // only the requested tables: a short list

@@ -1,11 +1,8 @@
 #include "lab/emulators.h"
 
-#include <arpa/inet.h>
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <sched.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,10 +12,10 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
-#include <sstream>
 #include <thread>
 
 #include "sources/unique_fd.h"
+#include "sources/ztunnel/http_get.h"
 
 extern char** environ;
 
@@ -185,60 +182,12 @@ std::map<std::string, uint64_t> ReadStatsFile(const std::string& path) {
 
 Result<HttpReply> HttpGetInNetns(const std::string& netns_path, const std::string& address,
                                  uint16_t port, const std::string& path, int timeout_ms) {
-  UniqueFd netns(::open(netns_path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!netns.valid()) return ErrnoError(kSource, "open(" + netns_path + ")");
-  std::optional<Result<HttpReply>> outcome;
-  // The socket belongs to the netns it is created in; the thread exits right after.
-  std::thread worker([&] {
-    if (::setns(netns.get(), CLONE_NEWNET) != 0) {
-      outcome = ErrnoError(kSource, "setns(" + netns_path + ")");
-      return;
-    }
-    UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    if (!fd.valid()) {
-      outcome = ErrnoError(kSource, "socket");
-      return;
-    }
-    timeval timeout{timeout_ms / 1000, (timeout_ms % 1000) * 1000};
-    ::setsockopt(fd.get(), SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
-    ::setsockopt(fd.get(), SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof(timeout));
-    sockaddr_in target{};
-    target.sin_family = AF_INET;
-    target.sin_port = htons(port);
-    ::inet_pton(AF_INET, address.c_str(), &target.sin_addr);
-    const std::string where = address + ":" + std::to_string(port);
-    if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&target), sizeof(target)) != 0) {
-      outcome = ErrnoError(kSource, "connect(" + where + ")");
-      return;
-    }
-    const std::string request =
-        "GET " + path + " HTTP/1.1\r\nHost: " + where + "\r\nConnection: close\r\n\r\n";
-    if (::send(fd.get(), request.data(), request.size(), MSG_NOSIGNAL) !=
-        static_cast<ssize_t>(request.size())) {
-      outcome = ErrnoError(kSource, "send(" + where + ")");
-      return;
-    }
-    std::string response;
-    std::array<char, 4096> buffer{};
-    for (;;) {
-      const ssize_t n = ::recv(fd.get(), buffer.data(), buffer.size(), 0);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) break;
-      response.append(buffer.data(), static_cast<size_t>(n));
-    }
-    HttpReply reply;
-    const size_t space = response.find(' ');
-    const size_t header_end = response.find("\r\n\r\n");
-    if (space == std::string::npos || header_end == std::string::npos) {
-      outcome = SourceError{kSource, "malformed HTTP response from " + where, EPROTO};
-      return;
-    }
-    reply.status = std::atoi(response.c_str() + space + 1);
-    reply.body = response.substr(header_end + 4);
-    outcome = std::move(reply);
-  });
-  worker.join();
-  return std::move(*outcome);
+  // The agent's own bounded client: the lab checks its emulators with the code the agent uses.
+  ztunnel::HttpGetOptions options;
+  options.total_timeout = std::chrono::milliseconds(timeout_ms);
+  auto response = ztunnel::HttpGet({netns_path, address, port, path}, options);
+  if (!response.ok()) return response.error();
+  return HttpReply{response->status, std::move(response->body)};
 }
 
 }  // namespace ad::lab
