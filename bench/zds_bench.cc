@@ -45,7 +45,6 @@ ScanOptions LabScan(const lab::LabNode& node, bool with_zds) {
   scan.discovery.name_glob = node.prefix + "-*";
   scan.discovery.host_netns_path = node.host_netns_path;
   scan.workers = 2;
-  scan.node_name = "lab-node";
   if (with_zds) {
     ZdsSourceOptions zds;
     zds.socket_path = node.zds.socket_path;

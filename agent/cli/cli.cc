@@ -252,8 +252,6 @@ void AddScanFlags(FlagSet& flags) {
 std::optional<std::string> ScanFromFlags(const FlagSet& flags, ScanOptions& scan,
                                          AnalysisOptions& analysis) {
   scan.discovery = DiscoveryFromFlags(flags);
-  // The lab's ztunnel-sim reports its workloads on this node name (tests/sim/ztunnel_sim).
-  if (flags.Has("lab") || flags.Has("lab-prefix")) scan.node_name = "lab-node";
   try {
     scan.workers = std::max(1, std::stoi(flags.Get("workers", "2")));
   } catch (const std::exception&) {

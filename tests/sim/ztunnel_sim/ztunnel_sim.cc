@@ -13,7 +13,9 @@
 
 #include <algorithm>
 #include <array>
+#include <climits>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <map>
@@ -180,6 +182,12 @@ std::string EncodeAck(const std::string& error) {
 }
 
 }  // namespace
+
+std::string DefaultNodeName() {
+  if (const char* env = std::getenv("NODE_NAME"); env != nullptr && env[0] != '\0') return env;
+  char host[HOST_NAME_MAX + 1] = {};
+  return ::gethostname(host, sizeof(host) - 1) == 0 ? std::string(host) : std::string("unknown");
+}
 
 std::string_view ZtunnelFaultName(ZtunnelFault fault) {
   switch (fault) {

@@ -27,9 +27,13 @@ enum class ZtunnelFault : uint8_t {
 std::string_view ZtunnelFaultName(ZtunnelFault fault);  // "none", "no-listeners", "nack", "crash"
 Result<ZtunnelFault> ParseZtunnelFault(std::string_view name);
 
+// The node this ztunnel reports its workloads on: $NODE_NAME (the DaemonSet's downward API), else
+// the hostname — the same rule the agent uses, so lab workloads join to the scanned node.
+std::string DefaultNodeName();
+
 struct ZtunnelSimOptions {
   std::string zds_socket_path;
-  std::string node_name = "lab-node";
+  std::string node_name = DefaultNodeName();  // like ztunnel: $NODE_NAME, else the hostname
   ZtunnelFault fault = ZtunnelFault::kNone;
   std::set<std::string> fault_uids;  // no-listeners / nack only for these pod UIDs; empty: all
   bool ipv6 = false;                 // listeners on [::] (dual stack) and DNS on ::1 as well

@@ -18,7 +18,7 @@ namespace {
 constexpr char kUsage[] = R"(usage: ztunnel-sim --zds PATH [options]
 
   --zds PATH          ZDS socket of the node agent (SOCK_SEQPACKET client; reconnects with backoff)
-  --node NAME         node name in /config_dump workloads (default lab-node)
+  --node NAME         node name in /config_dump workloads (default $NODE_NAME, else the hostname)
   --netns PATH        enter this netns first (admin/stats/readiness ports live there)
   --ipv6              in-pod listeners on [::] (dual stack) and DNS on ::1 too
   --fault KIND        no-listeners | nack | crash
