@@ -105,9 +105,10 @@ class ChildProcess {
 // A temporary directory removed with everything in it.
 class ScopedTempDir {
  public:
-  ScopedTempDir() {
-    char pattern[] = "/tmp/adt-sock-XXXXXX";
-    if (::mkdtemp(pattern) != nullptr) path_ = pattern;
+  // Short names under /tmp: unix socket paths inside must stay below 108 bytes.
+  explicit ScopedTempDir(const std::string& tag = "adt-tmp") {
+    std::string pattern = "/tmp/" + tag + "-XXXXXX";
+    if (::mkdtemp(pattern.data()) != nullptr) path_ = pattern;
   }
   ~ScopedTempDir() {
     std::error_code ignored;

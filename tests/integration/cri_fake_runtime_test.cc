@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "child_process_util.h"
 #include "cri/runtime_v1.grpc.pb.h"
 #include "scan/cri_node_source.h"
 #include "sources/cri/cri_client.h"
@@ -142,25 +143,6 @@ class FakeRuntime final : public runtime::v1::RuntimeService::Service {
   std::atomic<int> non_verbose_calls_{0};
 };
 
-// A private temp directory, removed with everything in it.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "adt-cri-XXXXXX").string();
-    if (::mkdtemp(pattern.data()) != nullptr) path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    if (!path_.empty()) fs::remove_all(path_, ignored);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
-
 // The fake runtime served on <tempdir>/cri.sock for the lifetime of the object.
 class FakeRuntimeServer {
  public:
@@ -186,7 +168,7 @@ class FakeRuntimeServer {
   FakeRuntime& service() { return service_; }
 
  private:
-  TempDir dir_;
+  testing::ScopedTempDir dir_;
   FakeRuntime service_;
   std::string socket_path_;
   std::unique_ptr<grpc::Server> server_;
@@ -244,7 +226,7 @@ std::chrono::milliseconds Timed(F&& body) {
 
 TEST(CriFakeRuntime, CollectsIdentityNetnsAndInodes) {
   // Three netns resolutions: a pin under a host-root prefix, a pid fallback, hostNetwork.
-  TempDir host;
+  testing::ScopedTempDir host;
   const std::string host_root = host.path();
   fs::create_directories(host_root + "/run/netns");
   std::ofstream(host_root + "/run/netns/cni-aaa").put('x');
@@ -342,7 +324,7 @@ TEST(CriFakeRuntime, UnavailableRuntimeIsNotFatal) {
 }
 
 TEST(CriFakeRuntime, MissingSocketAndNoDefaults) {
-  TempDir empty_root;
+  testing::ScopedTempDir empty_root;
   CriSourceOptions options = OptionsFor("unix://" + empty_root.path() + "/absent.sock", 500ms);
   const auto elapsed_missing = Timed([&] {
     const CriState cri = CollectWith(options).cri;
@@ -366,7 +348,7 @@ TEST(CriFakeRuntime, MissingSocketAndNoDefaults) {
 TEST(CriFakeRuntime, DefaultProbeFindsSocketUnderHostRoot) {
   FakeRuntimeServer runtime({}, {});
   ASSERT_TRUE(runtime.ok());
-  TempDir host;
+  testing::ScopedTempDir host;
   fs::create_directories(host.path() + "/run/crio");
   // The runtime listens elsewhere; a symlink puts it at CRI-O's default path under the root.
   fs::create_symlink(runtime.socket_path(), host.path() + "/run/crio/crio.sock");

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "child_process_util.h"
 #include "cri_sim/cri_server.h"
 #include "lab/emulators.h"
 #include "lab/exec.h"
@@ -29,31 +30,13 @@ namespace fs = std::filesystem;
 
 const std::string kDoctor = std::string(AD_BINARY_DIR) + "/agent/ambient-doctor";
 
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "cri-sim-test-XXXXXX").string();
-    if (::mkdtemp(pattern.data()) != nullptr) path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    if (!path_.empty()) fs::remove_all(path_, ignored);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
-
 void WriteFile(const std::string& path, const std::string& text) {
   std::ofstream(path + ".tmp", std::ios::trunc) << text;
   fs::rename(path + ".tmp", path);
 }
 
 struct SimFixture {
-  TempDir dir;
+  testing::ScopedTempDir dir;
   sim::CriSimOptions options;
   std::unique_ptr<sim::CriSimServer> server;
 

@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "child_process_util.h"
 #include "cni_sim/cni_server.h"
 #include "lab/emulators.h"
 #include "lab/exec.h"
@@ -34,23 +35,6 @@ namespace {
 namespace fs = std::filesystem;
 namespace pb = istio::workload::zds;
 using namespace std::chrono_literals;
-
-// A private directory for socket files, removed with everything in it.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "adzds.XXXXXX").string();
-    path_ = ::mkdtemp(pattern.data()) ? pattern : std::string();
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    if (!path_.empty()) fs::remove_all(path_, ignored);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 bool WaitFor(const std::function<bool()>& condition, std::chrono::milliseconds timeout = 5s) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
@@ -126,7 +110,7 @@ class CniSimTest : public ::testing::Test {
   }
 
   std::string socket_path() const { return dir_.path() + "/ztunnel.sock"; }
-  TempDir dir_;
+  testing::ScopedTempDir dir_;
 };
 
 TEST_F(CniSimTest, SnapshotSendsAddWithOneNetnsFdOrKeepThenSnapshotSentOneAckEach) {
@@ -338,7 +322,7 @@ class ZtunnelSimTest : public ::testing::Test {
     return response.ack();
   }
 
-  TempDir dir_;
+  testing::ScopedTempDir dir_;
   UniqueFd listener_;
 };
 
