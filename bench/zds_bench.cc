@@ -70,7 +70,7 @@ double MedianScanMs(const ScanOptions& scan, int runs) {
 
 bool HasCode(const NodeAnalysis& analysis, const std::string& code) {
   return std::any_of(analysis.findings.begin(), analysis.findings.end(),
-                     [&](const Finding& f) { return f.code == code; });
+                     [&](const Finding& f) { return f.code_name() == code; });
 }
 
 // Scans every `interval` with one History until `code` opens; returns ms since `since`.

@@ -1,6 +1,7 @@
 // Internal to analysis: finding construction shared by the check files.
 #pragma once
 
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -10,9 +11,13 @@
 
 namespace ad::analysis {
 
-// Severity comes from the code table; summary gets the netns path and inode appended.
-Finding MakeFinding(std::string_view code, const NetnsSnapshot* netns, std::string summary,
-                    std::vector<std::string> evidence, std::string hint);
+// Severity and, unless a sharper one is given, the hint come from the code table; summary gets
+// the netns path and inode appended. `subject` is the finding's identity within its netns.
+Finding MakeFinding(FindingCode code, const NetnsSnapshot* netns, std::string subject,
+                    std::string summary, std::vector<std::string> evidence, std::string hint = {});
+
+// "iptables-legacy, nft"
+std::string BackendList(const std::set<Backend>& backends);
 
 // "iptables-legacy ipv4 nat ISTIO_OUTPUT: -A ISTIO_OUTPUT ..."
 std::string ChainPrefix(Backend backend, Family family, std::string_view table,

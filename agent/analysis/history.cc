@@ -30,8 +30,8 @@ std::optional<int64_t> History::FirstSeen(std::string_view key) const {
 }
 
 std::string FindingIdentity(const Finding& finding) {
-  return finding.code + '\x1f' + std::to_string(finding.netns_inode) + '\x1f' + finding.netns_path +
-         '\x1f' + finding.pod + '\x1f' + finding.summary;
+  return std::string(finding.code_name()) + '\x1f' + std::to_string(finding.netns_inode) + '\x1f' +
+         finding.subject;
 }
 
 std::vector<FindingChange> DiffFindings(const std::vector<Finding>& before,

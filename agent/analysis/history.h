@@ -40,8 +40,9 @@ struct FindingChange {
   Finding finding;  // the new finding when opened, the last seen one when resolved
 };
 
-// A finding's identity across scans: code, netns, pod and summary (ages live in the evidence, so
-// a finding that only grows older is not a change).
+// A finding's identity across scans: code, netns inode and the subject its check set. Not the
+// summary, the pod name (joined later from CRI) or the netns path (a /proc/<pid> path changes
+// with the pid): a CRI outage, a pid change or a reworded summary is not a change.
 std::string FindingIdentity(const Finding& finding);
 
 // Resolved findings first (in `before` order), then opened ones (in `after` order).

@@ -23,17 +23,19 @@ bool IsEnrolledPod(const NetnsSnapshot& netns, const NetnsIstioState& state) {
          !state.classification.ambient_backends.empty();
 }
 
-std::string BackendList(const std::set<Backend>& backends) {
-  std::string text;
-  for (Backend backend : backends) {
-    if (!text.empty()) text += ", ";
-    text += BackendName(backend);
-  }
-  return text;
-}
-
 std::string WithoutPrefixLength(std::string_view address) {
   return std::string(address.substr(0, address.find('/')));
+}
+
+// Whether the host reads behind the probe set of `host_backends` succeeded: ipsets for the
+// iptables backends, nf_tables sets for nft (with no host rules at all, both).
+bool ProbeSetsKnown(const NetnsSnapshot& host, const std::set<Backend>& host_backends) {
+  const bool any = host_backends.empty();
+  const bool want_ipset = any || host_backends.contains(Backend::kIptablesLegacy) ||
+                          host_backends.contains(Backend::kIptablesNft);
+  const bool want_nft = any || host_backends.contains(Backend::kNft);
+  return (!want_ipset || host.reads.ipsets == ReadStatus::kOk) &&
+         (!want_nft || host.reads.nftables == ReadStatus::kOk);
 }
 
 // Members of the host probe set of one family, or nullopt when the set does not exist. Looks in
@@ -65,10 +67,6 @@ std::optional<std::vector<std::string>> ProbeSetMembers(const NetnsSnapshot& hos
   }
   return members;
 }
-
-constexpr std::string_view kProbeHint =
-    "Kubelet probes to ambient pods are not SNAT-ed to the probe address and get redirected to "
-    "ztunnel; restart the istio-cni node agent so it re-creates the host rules and probe sets.";
 
 void CheckHostRules(const NetnsSnapshot& host, Backend backend, Family family,
                     const AnalysisOptions& options, std::vector<Finding>& findings) {
@@ -110,9 +108,10 @@ void CheckHostRules(const NetnsSnapshot& host, Backend backend, Family family,
   }
   if (evidence.empty()) return;
   findings.push_back(MakeFinding(
-      "PROBE_SNAT_MISSING", &host,
+      FindingCode::kProbeSnatMissing, &host,
+      "host rules " + std::string(BackendName(backend)) + " " + std::string(FamilyName(family)),
       std::string("host probe SNAT rule incomplete (") + std::string(FamilyName(family)) + ")",
-      std::move(evidence), std::string(kProbeHint)));
+      std::move(evidence)));
 }
 
 }  // namespace
@@ -156,12 +155,12 @@ void CheckBackendDrift(const NodeSnapshot& snapshot, const std::vector<NetnsIsti
     const auto& backends = states[i].classification.ambient_backends;
     if (!IsEnrolledPod(snapshot.netns[i], states[i]) || backends.size() != 1) continue;
     if (reference.contains(*backends.begin())) continue;
-    findings.push_back(MakeFinding(
-        "BACKEND_DRIFT", &snapshot.netns[i], "pod ambient rules use another backend than the node",
-        {"pod in-pod rules: " + BackendList(backends),
-         "node reference (" + reference_source + "): " + BackendList(reference)},
-        "The pod was enrolled by an istio-cni agent that used another backend (backend flip or "
-        "nft/iptables migration); restart the pod so it is re-enrolled with the node's backend."));
+    findings.push_back(
+        MakeFinding(FindingCode::kBackendDrift, &snapshot.netns[i],
+                    BackendList(backends) + " -> " + BackendList(reference),
+                    "pod ambient rules use another backend than the node",
+                    {"pod in-pod rules: " + BackendList(backends),
+                     "node reference (" + reference_source + "): " + BackendList(reference)}));
   }
 }
 
@@ -177,6 +176,8 @@ void CheckProbeSnat(const NodeSnapshot& snapshot, const std::vector<NetnsIstioSt
   }
   const NetnsSnapshot* host = snapshot.Host();
   if (pods.empty() || host == nullptr || host->unreadable) return;
+  // A failed host read proves nothing is missing: the host's NETNS_UNREADABLE says what failed.
+  if (!host->reads.NetfilterComplete()) return;
   const NetnsIstioState* host_state = HostState(snapshot, states);
   const std::set<Backend> host_backends = host_state->classification.host_backends;
 
@@ -185,12 +186,13 @@ void CheckProbeSnat(const NodeSnapshot& snapshot, const std::vector<NetnsIstioSt
 
   if (host_backends.empty()) {
     findings.push_back(MakeFinding(
-        "PROBE_SNAT_MISSING", host, "no Istio probe SNAT rule in the host netns",
+        FindingCode::kProbeSnatMissing, host, "host rules",
+        "no Istio probe SNAT rule in the host netns",
         {std::to_string(pods.size()) + " enrolled pod netns",
          "expected iptables nat POSTROUTING -j ISTIO_POSTRT with the SNAT rule, or nft inet "
-         "istio-ambient-nat postrouting with the snat rule"},
-        std::string(kProbeHint)));
+         "istio-ambient-nat postrouting with the snat rule"}));
   }
+  if (!ProbeSetsKnown(*host, host_backends)) return;
   for (Backend backend : host_backends) {
     for (Family family : families) CheckHostRules(*host, backend, family, options, findings);
   }
@@ -203,9 +205,9 @@ void CheckProbeSnat(const NodeSnapshot& snapshot, const std::vector<NetnsIstioSt
     const auto members = ProbeSetMembers(*host, host_backends, set_name);
     if (!members) {
       findings.push_back(
-          MakeFinding("PROBE_SNAT_MISSING", host, "probe set " + std::string(set_name) + " missing",
-                      {"host netns has no ipset or nft set named " + std::string(set_name)},
-                      std::string(kProbeHint)));
+          MakeFinding(FindingCode::kProbeSnatMissing, host, "probe set " + std::string(set_name),
+                      "probe set " + std::string(set_name) + " missing",
+                      {"host netns has no ipset or nft set named " + std::string(set_name)}));
       continue;
     }
     for (size_t i : pods) {
@@ -227,8 +229,8 @@ void CheckProbeSnat(const NodeSnapshot& snapshot, const std::vector<NetnsIstioSt
         evidence.size() == 1
             ? "pod IP missing from the host probe set"
             : std::to_string(evidence.size()) + " pod IPs missing from the host probe sets";
-    findings.push_back(MakeFinding("PROBE_SNAT_MISSING", &pod, summary, std::move(evidence),
-                                   std::string(kProbeHint)));
+    findings.push_back(MakeFinding(FindingCode::kProbeSnatMissing, &pod, "probe set membership",
+                                   summary, std::move(evidence)));
   }
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <set>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -35,24 +36,28 @@ std::string NetnsLabel(const NetnsSnapshot& netns) {
 void CheckReadability(const NetnsSnapshot& netns, std::vector<Finding>& findings) {
   if (netns.errors.empty() && !netns.unreadable) return;
   std::vector<std::string> evidence;
-  std::string sources;
+  std::set<SourceKind> kinds;
   for (const SourceError& error : netns.errors) {
-    evidence.push_back(error.source + ": " + error.message);
-    if (!sources.empty()) sources += ", ";
-    sources += error.source;
+    evidence.push_back(std::string(error.source()) + ": " + error.message);
+    kinds.insert(error.kind);
   }
+  std::string sources;
+  for (SourceKind kind : kinds) {
+    if (!sources.empty()) sources += ", ";
+    sources += SourceKindName(kind);
+  }
+  // The failed sources are the subject: a changed errno text is an update, not a new finding.
   const std::string summary = netns.unreadable
                                   ? "network namespace could not be read"
                                   : "some sources of the network namespace failed: " + sources;
-  findings.push_back(MakeFinding(
-      "NETNS_UNREADABLE", &netns, summary, std::move(evidence),
-      "Run the agent with CAP_SYS_ADMIN, CAP_NET_ADMIN and host PID/mounts; a netns that vanished "
-      "during the scan (pod deleted) can be ignored."));
+  findings.push_back(MakeFinding(FindingCode::kNetnsUnreadable, &netns,
+                                 netns.unreadable ? "unreadable" : sources, summary,
+                                 std::move(evidence)));
 }
 
+// One finding per repeated rule: its chain and rule text are the subject.
 void CheckDuplicates(const NetnsSnapshot& netns, const NetnsClassification& classification,
                      std::vector<Finding>& findings) {
-  std::vector<std::string> evidence;
   for (const Table& table : netns.netfilter.tables) {
     if (SharedWithSidecar(classification, table.backend)) continue;
     const bool nft = table.backend == Backend::kNft;
@@ -75,17 +80,15 @@ void CheckDuplicates(const NetnsSnapshot& netns, const NetnsClassification& clas
         }
       }
       for (const auto& [index, count] : repeats) {
-        evidence.push_back(
-            RuleEvidence(table.backend, table.family, table.name, chain.name, *seen[index].second) +
-            " (" + std::to_string(count) + " times)");
+        std::string rule =
+            RuleEvidence(table.backend, table.family, table.name, chain.name, *seen[index].second);
+        std::vector<std::string> evidence = {rule + " (" + std::to_string(count) + " times)"};
+        findings.push_back(MakeFinding(FindingCode::kDuplicateRule, &netns, std::move(rule),
+                                       "Istio rule repeated within one chain",
+                                       std::move(evidence)));
       }
     }
   }
-  if (evidence.empty()) return;
-  findings.push_back(MakeFinding(
-      "DUPLICATE_RULE", &netns, "Istio rule repeated within one chain", std::move(evidence),
-      "Istio's rules were applied twice (re-run outside the agent or a racing reconcile); delete "
-      "the extra copy, or restart the pod so istio-cni re-creates its rules once."));
 }
 
 size_t CountIstioRules(const NetnsSnapshot& netns, const AmbientFit& fit) {
@@ -118,11 +121,8 @@ void CheckMixedBackends(const NetnsSnapshot& netns, const NetnsIstioState& state
   if (state.ambient.size() < 2) return;
   std::vector<std::string> evidence = AmbientRuleCounts(netns, state);
   findings.push_back(MakeFinding(
-      "MIXED_BACKEND", &netns, "Istio ambient rules present in more than one netfilter backend",
-      std::move(evidence),
-      "istio-cni switched iptables backend between restarts (istio#61020, fixed in 1.29.8, "
-      "1.30.5, 1.31.1); upgrade, pin FORCE_IPTABLES_BINARY, and remove the stale copy (restart "
-      "the pod or reboot the node)."));
+      FindingCode::kMixedBackend, &netns, BackendList(state.classification.ambient_backends),
+      "Istio ambient rules present in more than one netfilter backend", std::move(evidence)));
 }
 
 std::string PolicyRuleText(const PolicyRule& rule) {
@@ -138,10 +138,7 @@ std::string RouteText(const RouteEntry& route) {
          " " + route.dst + " dev " + route.dev + " table " + std::to_string(route.table);
 }
 
-bool RouteSourceFailed(const NetnsSnapshot& netns) {
-  return std::any_of(netns.errors.begin(), netns.errors.end(),
-                     [](const SourceError& error) { return error.source.starts_with("route"); });
-}
+bool RoutesKnown(const NetnsSnapshot& netns) { return netns.reads.routes == ReadStatus::kOk; }
 
 // Missing chains/rules and order violations of one backend against its best-fitting variant.
 // Order is compared after dropping repeated rules, so a duplicate alone is only DUPLICATE_RULE.
@@ -200,7 +197,7 @@ void CheckCompleteness(const NetnsSnapshot& netns, const NetnsIstioState& state,
     if (SharedWithSidecar(classification, fit.backend)) continue;
     CollectRulesetGaps(netns, fit, evidence);
   }
-  if (classification.variant && !RouteSourceFailed(netns)) {
+  if (classification.variant && RoutesKnown(netns)) {
     const istio::ExpectedPolicyRouting routing =
         istio::BuildPolicyRouting(*classification.variant, netns.routing.ipv6_disabled);
     for (const PolicyRule& wanted : routing.rules) {
@@ -217,25 +214,20 @@ void CheckCompleteness(const NetnsSnapshot& netns, const NetnsIstioState& state,
     }
   }
   if (evidence.empty()) return;
+  // One finding per netns: which rules are missing is evidence, and may change while it is open.
   findings.push_back(MakeFinding(
-      "INCOMPLETE_RULESET", &netns,
+      FindingCode::kIncompleteRuleset, &netns, BackendList(classification.ambient_backends),
       "Istio ambient redirection is incomplete or out of order (variant " +
           (classification.variant ? classification.variant->Describe() : std::string("?")) + ")",
-      std::move(evidence),
-      "Something removed or reordered Istio's in-pod rules or routes (another CNI, a manual "
-      "change, a partial cleanup); restart the pod, or the istio-cni agent with reconcile on, "
-      "to re-apply them."));
+      std::move(evidence)));
 }
 
 void CheckHostEnrollment(const NetnsSnapshot& netns, const NetnsIstioState& state,
                          std::vector<Finding>& findings) {
   std::vector<std::string> evidence = AmbientRuleCounts(netns, state);
   findings.push_back(MakeFinding(
-      "HOST_NETNS_ENROLLED", &netns, "in-pod ambient redirection chains in the host netns",
-      std::move(evidence),
-      "A hostNetwork pod was enrolled in ambient, so the node's own traffic is redirected; label "
-      "it istio.io/dataplane-mode=none and remove the ISTIO_PRERT/ISTIO_OUTPUT chains or "
-      "istio-ambient-* tables from the host netns."));
+      FindingCode::kHostNetnsEnrolled, &netns, BackendList(state.classification.ambient_backends),
+      "in-pod ambient redirection chains in the host netns", std::move(evidence)));
 }
 
 void CheckDataplaneConflict(const NetnsSnapshot& netns, const NetnsClassification& classification,
@@ -249,11 +241,9 @@ void CheckDataplaneConflict(const NetnsSnapshot& netns, const NetnsClassificatio
     evidence.push_back(std::string(BackendName(backend)) +
                        ": sidecar rules (ISTIO_INBOUND/ISTIO_REDIRECT or istio-proxy-* tables)");
   }
-  findings.push_back(MakeFinding(
-      "DATAPLANE_CONFLICT", &netns, "sidecar and ambient redirection in the same netns",
-      std::move(evidence),
-      "The pod is both sidecar-injected and enrolled in ambient; drop the injection or set "
-      "istio.io/dataplane-mode=none so only one dataplane captures traffic."));
+  findings.push_back(MakeFinding(FindingCode::kDataplaneConflict, &netns, "",
+                                 "sidecar and ambient redirection in the same netns",
+                                 std::move(evidence)));
 }
 
 void CheckNetns(const NetnsSnapshot& netns, const NetnsIstioState& state,
@@ -293,11 +283,23 @@ std::string RuleEvidence(Backend backend, Family family, std::string_view table,
          RenderRule(backend, family, chain, rule);
 }
 
-Finding MakeFinding(std::string_view code, const NetnsSnapshot* netns, std::string summary,
-                    std::vector<std::string> evidence, std::string hint) {
+std::string BackendList(const std::set<Backend>& backends) {
+  std::string text;
+  for (Backend backend : backends) {
+    if (!text.empty()) text += ", ";
+    text += BackendName(backend);
+  }
+  return text;
+}
+
+Finding MakeFinding(FindingCode code, const NetnsSnapshot* netns, std::string subject,
+                    std::string summary, std::vector<std::string> evidence, std::string hint) {
+  const FindingCodeInfo& info = FindingCodeDetails(code);
   Finding finding;
-  finding.code = std::string(code);
-  if (const FindingCodeInfo* info = LookupFindingCode(code)) finding.severity = info->severity;
+  finding.code = code;
+  finding.severity = info.severity;
+  finding.subject = std::move(subject);
+  if (hint.empty()) hint = std::string(info.hint);
   if (netns != nullptr) {
     finding.netns_path = netns->netns.PrimaryPath();
     finding.netns_inode = netns->netns.inode;
@@ -330,11 +332,11 @@ NodeAnalysis Analyze(const NodeSnapshot& snapshot, const AnalysisOptions& option
   if (!snapshot.errors.empty()) {
     std::vector<std::string> evidence;
     for (const SourceError& error : snapshot.errors) {
-      evidence.push_back(error.source + ": " + error.message);
+      evidence.push_back(std::string(error.source()) + ": " + error.message);
     }
     result.findings.push_back(analysis::MakeFinding(
-        "NETNS_UNREADABLE", snapshot.Host(), "node-wide sources failed; some netns may be missing",
-        std::move(evidence),
+        FindingCode::kNetnsUnreadable, snapshot.Host(), "node-wide sources",
+        "node-wide sources failed; some netns may be missing", std::move(evidence),
         "Run the agent with host PID and /proc, /run/netns mounted and CAP_SYS_ADMIN; results "
         "cover only the namespaces that could be found."));
   }
@@ -354,7 +356,8 @@ NodeAnalysis Analyze(const NodeSnapshot& snapshot, const AnalysisOptions& option
   std::stable_sort(result.findings.begin(), result.findings.end(),
                    [](const Finding& a, const Finding& b) {
                      if (a.severity != b.severity) return a.severity > b.severity;
-                     return std::tie(a.netns_path, a.code) < std::tie(b.netns_path, b.code);
+                     return std::tie(a.netns_path, a.code, a.subject) <
+                            std::tie(b.netns_path, b.code, b.subject);
                    });
   return result;
 }

@@ -66,21 +66,14 @@ std::string PodLabel(std::string_view namespace_name, std::string_view name) {
   return std::string(namespace_name) + "/" + std::string(name);
 }
 
-bool HasErrorFrom(const NetnsSnapshot& netns, std::initializer_list<std::string_view> sources) {
-  return std::any_of(netns.errors.begin(), netns.errors.end(), [&](const SourceError& error) {
-    return std::any_of(sources.begin(), sources.end(),
-                       [&](std::string_view source) { return error.source.starts_with(source); });
-  });
-}
-
 // Listener reads come from sock_diag; without them a missing listener proves nothing.
-bool ListenersUnknown(const NetnsSnapshot& netns) {
-  return netns.unreadable || HasErrorFrom(netns, {"sockdiag", "inet", "listen"});
+bool ListenersKnown(const NetnsSnapshot& netns) {
+  return !netns.unreadable && netns.reads.listeners == ReadStatus::kOk;
 }
 
-// Without the netfilter reads, "no redirect rules" proves nothing.
-bool NetfilterUnknown(const NetnsSnapshot& netns) {
-  return netns.unreadable || HasErrorFrom(netns, {"nft", "iptables", "legacy", "xt"});
+// Without every netfilter backend, "no redirect rules" proves nothing.
+bool NetfilterKnown(const NetnsSnapshot& netns) {
+  return !netns.unreadable && netns.reads.NetfilterComplete();
 }
 
 struct WorkloadStateRef {
@@ -206,8 +199,8 @@ NetnsFacts GatherFacts(const NodeSnapshot& snapshot, const NodeView& view,
   facts.classification = &classification;
   const uint64_t inode = netns.netns.inode;
   facts.is_ztunnel_netns = view.ztunnel_own_netns.contains(inode);
-  facts.listeners_known = !ListenersUnknown(netns);
-  facts.netfilter_known = !NetfilterUnknown(netns);
+  facts.listeners_known = ListenersKnown(netns);
+  facts.netfilter_known = NetfilterKnown(netns);
   if (auto it = view.cni_holders.find(inode); it != view.cni_holders.end()) {
     facts.cni_holders = it->second;
   }
@@ -280,10 +273,11 @@ std::string HoldersText(const NetnsFacts& facts) {
   return text;
 }
 
-Finding MakeNetnsFinding(std::string_view code, const NetnsFacts& facts, std::string summary,
-                         std::vector<std::string> evidence, std::string hint) {
-  Finding finding =
-      MakeFinding(code, facts.netns, std::move(summary), std::move(evidence), std::move(hint));
+Finding MakeNetnsFinding(FindingCode code, const NetnsFacts& facts, std::string subject,
+                         std::string summary, std::vector<std::string> evidence,
+                         std::string hint = {}) {
+  Finding finding = MakeFinding(code, facts.netns, std::move(subject), std::move(summary),
+                                std::move(evidence), std::move(hint));
   finding.pod = facts.pod_label;
   return finding;
 }
@@ -432,20 +426,12 @@ class ZdsChecker {
       evidence.push_back("node: " + signal.evidence + " " + Since(signal.first_seen, now_));
     }
     Finding finding =
-        stalled ? MakeNetnsFinding(
-                      "ZDS_STALL", facts, "ZDS hand-off of the pod netns to ztunnel is stalled",
-                      std::move(evidence),
-                      "istio-cni handed the netns over (or tried) but ztunnel has no proxy for "
-                      "it. If ztunnel is not ready on \"workload proxy manager\" and istio-cni "
-                      "stopped logging ZDS events, this is the ZDS deadlock (istio#60786): "
-                      "upgrade to 1.29.6/1.30.3+ and restart istio-cni on this node (restarting "
-                      "ztunnel does not help). If workloadState is Pending, read ztunnel's "
-                      "\"failure to start proxy\" log.")
-                : MakeNetnsFinding("ZDS_PENDING", facts,
+        stalled ? MakeNetnsFinding(FindingCode::kZdsStall, facts, "hand-off",
+                                   "ZDS hand-off of the pod netns to ztunnel is stalled",
+                                   std::move(evidence))
+                : MakeNetnsFinding(FindingCode::kZdsPending, facts, "hand-off",
                                    "ZDS hand-off of the pod netns to ztunnel is in progress",
-                                   std::move(evidence),
-                                   "Normal for a moment after pod start or a ztunnel restart; it "
-                                   "becomes ZDS_STALL if it lasts past the stall threshold.");
+                                   std::move(evidence));
     finding.since_unix_ms = first_seen;
     findings_.push_back(std::move(finding));
   }
@@ -489,11 +475,9 @@ class ZdsChecker {
             ? "redirect rules without any ztunnel listener: traffic is black-holed"
             : "redirect rules but ztunnel listener(s) " + JoinNumbers(missing, "/") +
                   " missing: part of the traffic is black-holed";
-    findings_.push_back(MakeNetnsFinding(
-        "ZTUNNEL_LISTENERS_MISSING", facts, summary, std::move(evidence),
-        "ztunnel has no proxy in this pod: the ZDS add never reached it (see ZDS_* findings; a "
-        "third-party ZDS client can steal adds), or ztunnel restarted and lost it. Restart the "
-        "pod to re-run the hand-off, or restart ztunnel on the node for a fresh ZDS snapshot."));
+    findings_.push_back(MakeNetnsFinding(FindingCode::kZtunnelListenersMissing, facts,
+                                         "missing " + JoinNumbers(missing, "/"), summary,
+                                         std::move(evidence)));
   }
 
   void CheckRedirect(const NetnsFacts& facts, const NetnsClassification& classification) {
@@ -517,12 +501,8 @@ class ZdsChecker {
     evidence.push_back("no Istio in-pod redirect rules in any netfilter backend (mode " +
                        std::string(DataplaneModeName(classification.mode)) + ")");
     findings_.push_back(MakeNetnsFinding(
-        "REDIRECT_MISSING", facts, "ztunnel serves the pod but its netns has no redirect rules",
-        std::move(evidence),
-        "The pod's traffic bypasses ztunnel (no mTLS, no policy) although the mesh counts it as "
-        "enrolled: something flushed Istio's in-pod rules (another CNI, a manual flush, an "
-        "iptables backend change). Restart the pod, or istio-cni with reconcile on, to re-apply "
-        "them."));
+        FindingCode::kRedirectMissing, facts, "",
+        "ztunnel serves the pod but its netns has no redirect rules", std::move(evidence)));
   }
 
   void CheckOverlap(const NetnsFacts& facts) {
@@ -544,10 +524,8 @@ class ZdsChecker {
       evidence.push_back(std::move(line));
     }
     findings_.push_back(MakeNetnsFinding(
-        "MULTIPLE_ZTUNNELS", facts,
-        std::to_string(pids.size()) + " ztunnel processes serve the netns", std::move(evidence),
-        "Expected briefly during a ztunnel upgrade (SO_REUSEPORT listeners); if it persists, "
-        "the old ztunnel did not drain: check its termination grace period."));
+        FindingCode::kMultipleZtunnels, facts, "",
+        std::to_string(pids.size()) + " ztunnel processes serve the netns", std::move(evidence)));
   }
 
   // Pending workloadState entries of known pods whose netns was not matched (no CRI netns inode,
@@ -562,7 +540,7 @@ class ZdsChecker {
         const bool stalled = Stalled(first_seen);
         (stalled ? stalled_netns_ : pending_netns_)++;
         Finding finding = MakeFinding(
-            stalled ? "ZDS_STALL" : "ZDS_PENDING", nullptr,
+            stalled ? FindingCode::kZdsStall : FindingCode::kZdsPending, nullptr, "pod uid " + uid,
             stalled ? "ztunnel workload stuck in Pending" : "ztunnel workload is Pending",
             {"ztunnel pid " + std::to_string(ref.ztunnel_pid) +
                  " reports workloadState Pending for pod uid " + uid,
@@ -590,6 +568,7 @@ class ZdsChecker {
     const NetnsSnapshot* host = snapshot_.Host();
     std::vector<std::string> evidence;
     std::string summary;
+    std::string subject;  // which way the hand-off path is broken
     if (zds.listener_found) {
       const std::string listener =
           "istio-cni listens on " + zds.path +
@@ -597,6 +576,7 @@ class ZdsChecker {
                                            : " (" + PidList(zds.listener.owner_pids) + ")");
       if (zds.accepted.empty()) {
         summary = "istio-cni listens on the ZDS socket but no ztunnel is connected";
+        subject = "no ztunnel connected";
         evidence.push_back(listener + " with 0 accepted connections");
       } else {
         // Only when every peer's owner is known can we say none of them is ztunnel.
@@ -622,11 +602,13 @@ class ZdsChecker {
                            " accepted connection(s)");
         if (foreign.empty()) {
           summary = "istio-cni listens on the ZDS socket but no ztunnel is connected";
+          subject = "no ztunnel connected";
           evidence.push_back(
               "no ztunnel process runs: the connection(s) are left over from a ztunnel that "
               "exited, not yet closed by istio-cni");
         } else {
           summary = "only non-ztunnel clients are connected to the ZDS socket";
+          subject = "foreign client";
           std::sort(foreign.begin(), foreign.end());
           foreign.erase(std::unique(foreign.begin(), foreign.end()), foreign.end());
           evidence.push_back("connected client processes: " + PidList(foreign) +
@@ -638,14 +620,12 @@ class ZdsChecker {
     } else {
       if (!zds.errors.empty() || !ZtunnelRunning()) return;
       summary = "no ZDS listener exists while ztunnel runs";
+      subject = "no listener";
       evidence.push_back("no listening SEQPACKET socket bound to " + zds.path);
       evidence.push_back(ZtunnelProcessesText());
     }
-    Finding finding = MakeFinding(
-        "ZDS_DISCONNECTED", host, summary, std::move(evidence),
-        "New pods cannot be handed to ztunnel. Check that the istio-cni node agent runs and "
-        "that both DaemonSets mount the same /var/run/ztunnel hostPath; ztunnel reconnects "
-        "with backoff (up to 15 s). A foreign client must be stopped, then ztunnel restarted.");
+    Finding finding = MakeFinding(FindingCode::kZdsDisconnected, host, std::move(subject), summary,
+                                  std::move(evidence));
     const int64_t first_seen = history_.Observe("disconnected");
     finding.evidence.push_back("seen " + Since(first_seen, now_));
     finding.since_unix_ms = first_seen;
@@ -695,9 +675,9 @@ class ZdsChecker {
         evidence.push_back("istio-cni " + PidList(cni->second) +
                            " still holds it too (stale CNI pod cache, istio#53371)");
       }
-      Finding finding = MakeFinding("ZTUNNEL_STALE_WORKLOAD", scanned,
+      Finding finding = MakeFinding(FindingCode::kZtunnelStaleWorkload, scanned, "netns fd",
                                     "ztunnel holds the netns of a pod that no longer exists",
-                                    std::move(evidence), std::string(kStaleHint));
+                                    std::move(evidence));
       if (scanned == nullptr) finding.netns_inode = inode;
       findings_.push_back(std::move(finding));
     }
@@ -707,11 +687,11 @@ class ZdsChecker {
       const ZtunnelWorkloadState& state = *refs.front().state;
       std::vector<int> pids;
       for (const WorkloadStateRef& ref : refs) pids.push_back(ref.ztunnel_pid);
-      Finding finding = MakeFinding(
-          "ZTUNNEL_STALE_WORKLOAD", nullptr, "ztunnel keeps state for a pod that no longer exists",
-          {"ztunnel " + PidList(pids) + " workloadState[" + uid + "] = " + state.state,
-           "pod uid " + uid + ": " + cri_text},
-          std::string(kStaleHint));
+      Finding finding =
+          MakeFinding(FindingCode::kZtunnelStaleWorkload, nullptr, "workloadState " + uid,
+                      "ztunnel keeps state for a pod that no longer exists",
+                      {"ztunnel " + PidList(pids) + " workloadState[" + uid + "] = " + state.state,
+                       "pod uid " + uid + ": " + cri_text});
       finding.pod = PodLabel(state.namespace_name, state.name);
       findings_.push_back(std::move(finding));
     }
@@ -744,7 +724,8 @@ class ZdsChecker {
       kinds += (kinds.empty() ? "" : "; ") + kind;
     }
     Finding finding = MakeFinding(
-        stalled ? "ZDS_STALL" : "ZDS_PENDING", snapshot_.Host(),
+        stalled ? FindingCode::kZdsStall : FindingCode::kZdsPending, snapshot_.Host(),
+        "node hand-off signals",
         (stalled ? "ZDS hand-off stalled on the node: " : "ZDS hand-off waiting: ") + kinds,
         std::move(evidence),
         stalled ? "Looks like the istio-cni ZDS deadlock (istio#60786, fixed in "
@@ -756,10 +737,6 @@ class ZdsChecker {
     finding.since_unix_ms = oldest;
     findings_.push_back(std::move(finding));
   }
-
-  static constexpr std::string_view kStaleHint =
-      "ztunnel missed the DelWorkload (disconnected while the pod was deleted) and keeps the "
-      "proxy and the netns alive; restarting ztunnel reconciles at the next ZDS snapshot.";
 
   const NodeSnapshot& snapshot_;
   const std::vector<NetnsIstioState>& states_;

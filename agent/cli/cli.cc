@@ -19,21 +19,18 @@
 #include <vector>
 
 #include "analysis/analysis.h"
-#include "analysis/history.h"
 #include "cli/flags.h"
 #include "cli/report_render.h"
 #include "cli/rules_render.h"
+#include "engine/engine.h"
 #include "model/json.h"
-#include "scan/cri_node_source.h"
-#include "scan/scanner.h"
-#include "scan/zds_node_source.h"
-#include "scan/ztunnel_node_source.h"
+#include "report/report_policy.h"
+#include "scan/inspector.h"
 
 namespace ad::cli {
 namespace {
 
 constexpr const char* kVersion = "0.1.0";
-constexpr int kExitScanFailed = 2;
 
 constexpr const char* kTopUsage =
     R"(ambient-doctor: is every pod on this node really in the Istio ambient mesh?
@@ -50,6 +47,12 @@ Commands:
 
 Run "ambient-doctor <command> --help" for the flags of a command.
 )";
+
+// Where `scripts/lab up` writes the flags that scan its node (the lab's concern, not ours: the
+// agent only knows this one path, for --lab).
+std::string LabFlagsPath(const std::string& prefix) {
+  return "/run/ambient-lab/" + prefix + ".flags";
+}
 
 void SetupLogging(const std::string& level) {
   auto logger = spdlog::stderr_color_mt("ambient-doctor");
@@ -77,7 +80,7 @@ void AddDiscoveryFlags(FlagSet& flags) {
              .help = "procfs to scan for process netns (use /host/proc in a pod)."});
   flags.Add({.name = "no-proc",
              .takes_value = false,
-             .help = "Do not scan processes; only netns bind mounts."});
+             .help = "Do not scan processes for netns; only netns bind mounts."});
   flags.Add({.name = "netns-dir",
              .repeatable = true,
              .value_name = "DIR",
@@ -90,35 +93,19 @@ void AddDiscoveryFlags(FlagSet& flags) {
   flags.Add({.name = "netns-match",
              .value_name = "GLOB",
              .help = "Only bind mounts whose file name matches this glob."});
+  flags.Add({.name = "config",
+             .value_name = "FILE",
+             .help =
+                 "Read flags from FILE first (one flag per line, \"--name value\"; # comments); "
+                 "flags on the command line override it."});
   flags.Add({.name = "lab",
              .takes_value = false,
-             .help =
-                 "Scan the embedded lab node (scripts/lab up): shorthand for --no-proc "
-                 "--netns-dir /run/netns --netns-match 'adlab-*' --host-netns "
-                 "/run/netns/adlab-host, with the ZDS socket /run/ambient-lab/adlab/ztunnel.sock "
-                 "and ztunnel admin in /run/netns/adlab-ztunnel; pods are named by the lab's "
-                 "cri-sim (/run/ambient-lab/adlab/cri.sock) unless --cri-endpoint is given."});
+             .help = "Scan the embedded lab node (scripts/lab up): shorthand for --config "
+                     "/run/ambient-lab/<lab-prefix>.flags, the flags the lab wrote for itself."});
   flags.Add({.name = "lab-prefix",
              .value_name = "NAME",
              .default_text = "adlab",
              .help = "Name prefix of the lab node to scan (implies --lab)."});
-}
-
-DiscoveryOptions DiscoveryFromFlags(const FlagSet& flags) {
-  DiscoveryOptions d;
-  if (flags.Has("lab") || flags.Has("lab-prefix")) {
-    std::string prefix = flags.Get("lab-prefix", "adlab");
-    d.proc_root.clear();
-    d.netns_dirs = {"/run/netns"};
-    d.name_glob = prefix + "-*";
-    d.host_netns_path = "/run/netns/" + prefix + "-host";
-  }
-  if (flags.Has("proc-root")) d.proc_root = flags.Get("proc-root");
-  if (flags.Has("no-proc")) d.proc_root.clear();
-  if (flags.Has("netns-dir")) d.netns_dirs = flags.GetAll("netns-dir");
-  if (flags.Has("host-netns")) d.host_netns_path = flags.Get("host-netns");
-  if (flags.Has("netns-match")) d.name_glob = flags.Get("netns-match");
-  return d;
 }
 
 void AddNodeSourceFlags(FlagSet& flags) {
@@ -132,6 +119,7 @@ void AddNodeSourceFlags(FlagSet& flags) {
              .help = "Prefix for host paths (ZDS socket, CRI socket, netns pins) when the node's / "
                      "is mounted elsewhere, e.g. /host in a pod."});
   flags.Add({.name = "cri-endpoint",
+             .repeatable = true,
              .value_name = "unix://PATH",
              .default_text = "probe containerd, CRI-O, cri-dockerd sockets",
              .help = "CRI runtime socket used to name the pods of each netns."});
@@ -144,6 +132,11 @@ void AddNodeSourceFlags(FlagSet& flags) {
              .value_name = "PORT",
              .default_text = "15000",
              .help = "ztunnel admin port for /config_dump (read-only GETs)."});
+  flags.Add({.name = "ztunnel-netns",
+             .repeatable = true,
+             .value_name = "PATH",
+             .help = "A further netns where a ztunnel admin listens (besides the netns of every "
+                     "ztunnel process found)."});
   flags.Add(
       {.name = "zds-stall-threshold",
        .value_name = "DURATION",
@@ -175,65 +168,6 @@ std::optional<int64_t> ParseDurationMs(const std::string& text) {
   return static_cast<int64_t>(value * scale);
 }
 
-bool PathExists(const std::string& path) {
-  struct stat st {};
-  return ::stat(path.c_str(), &st) == 0;
-}
-
-// Node sources in the order they depend on each other: ZDS (finds istio-cni and ztunnel
-// processes) -> ztunnel admin (queries those processes) -> CRI (names the pods).
-std::optional<std::string> AddNodeSources(const FlagSet& flags, ScanOptions& scan) {
-  const bool lab = flags.Has("lab") || flags.Has("lab-prefix");
-  const std::string lab_prefix = flags.Get("lab-prefix", "adlab");
-  const std::string host_root = flags.Get("host-root");
-  // Process fds live under procfs even when discovery skips /proc (--no-proc, --lab).
-  const std::string proc_root = flags.Get("proc-root", "/proc");
-  const std::string lab_socket = "/run/ambient-lab/" + lab_prefix + "/ztunnel.sock";
-  // A rule-only lab runs no ZDS emulators; judging its pods for ztunnel listeners would only
-  // restate that.
-  const bool lab_without_zds = lab && !flags.Has("zds-socket") && !PathExists(lab_socket);
-  if (lab_without_zds) spdlog::info("lab {} runs without ZDS: ZDS sources skipped", lab_prefix);
-  if (!flags.Has("no-zds") && !lab_without_zds) {
-    ZdsSourceOptions zds;
-    zds.socket_path = flags.Get("zds-socket", zds.socket_path);
-    if (lab && !flags.Has("zds-socket")) zds.socket_path = lab_socket;
-    zds.host_path_prefix = host_root;
-    zds.proc_root = proc_root;
-    scan.node_sources.push_back(std::make_shared<ZdsNodeSource>(std::move(zds)));
-
-    ZtunnelAdminOptions admin;
-    try {
-      const int port = std::stoi(flags.Get("ztunnel-admin-port", "15000"));
-      if (port <= 0 || port > 65535) throw std::out_of_range("port");
-      admin.admin_port = static_cast<uint16_t>(port);
-    } catch (const std::exception&) {
-      return "--ztunnel-admin-port needs a port number";
-    }
-    admin.proc_root = proc_root;
-    if (lab) {
-      // The lab's ztunnel-sim lives in its own netns; only query it when the lab runs ZDS.
-      const std::string ztunnel_netns = "/run/netns/" + lab_prefix + "-ztunnel";
-      if (PathExists(ztunnel_netns)) admin.extra_netns_paths.push_back(ztunnel_netns);
-    }
-    scan.node_sources.push_back(std::make_shared<ZtunnelAdminNodeSource>(std::move(admin)));
-  }
-  if (!flags.Has("no-cri")) {
-    CriSourceOptions cri;
-    if (flags.Has("cri-endpoint")) {
-      cri.client.endpoints = {flags.Get("cri-endpoint")};
-    } else if (lab) {
-      // A lab with ZDS runs cri-sim, which names its pods; otherwise probe the real runtimes.
-      const std::string lab_cri_socket = "/run/ambient-lab/" + lab_prefix + "/cri.sock";
-      if (PathExists(lab_cri_socket)) cri.client.endpoints = {"unix://" + lab_cri_socket};
-    }
-    cri.client.host_root = host_root;
-    cri.host_root = host_root;
-    cri.proc_root = proc_root;
-    scan.node_sources.push_back(std::make_shared<CriNodeSource>(std::move(cri)));
-  }
-  return std::nullopt;
-}
-
 void AddScanFlags(FlagSet& flags) {
   AddDiscoveryFlags(flags);
   AddNodeSourceFlags(flags);
@@ -248,58 +182,60 @@ void AddScanFlags(FlagSet& flags) {
              .help = "Colour: auto (only on a TTY), always, never."});
 }
 
-// Scan and analysis options from the flags of report/watch; an error message on bad values.
-std::optional<std::string> ScanFromFlags(const FlagSet& flags, ScanOptions& scan,
-                                         AnalysisOptions& analysis) {
-  scan.discovery = DiscoveryFromFlags(flags);
+// The engine's configuration from the flags of report/watch; an error message on bad values.
+std::optional<std::string> ConfigFromFlags(const FlagSet& flags, EngineConfig& config) {
+  DiscoveryOptions& d = config.discovery;
+  if (flags.Has("proc-root")) d.proc_root = flags.Get("proc-root");
+  if (flags.Has("no-proc")) d.proc_root.clear();
+  if (flags.Has("netns-dir")) d.netns_dirs = flags.GetAll("netns-dir");
+  if (flags.Has("host-netns")) d.host_netns_path = flags.Get("host-netns");
+  if (flags.Has("netns-match")) d.name_glob = flags.Get("netns-match");
   try {
-    scan.workers = std::max(1, std::stoi(flags.Get("workers", "2")));
+    config.workers = std::max(1, std::stoi(flags.Get("workers", "2")));
   } catch (const std::exception&) {
     return "--workers needs a number";
   }
   const auto threshold = ParseDurationMs(flags.Get("zds-stall-threshold", "30s"));
   if (!threshold) return "--zds-stall-threshold needs a duration such as 30s";
-  analysis.zds_stall_threshold_ms = *threshold;
-  return AddNodeSources(flags, scan);
-}
+  config.analysis.zds_stall_threshold_ms = *threshold;
 
-// Sources that reported errors in this scan (node-wide ones, by source name), for watch's
-// degraded/recovered log lines.
-std::map<std::string, std::string> DegradedSources(const NodeSnapshot& snapshot) {
-  std::map<std::string, std::string> degraded;
-  auto add = [&degraded](const std::vector<SourceError>& errors) {
-    for (const SourceError& error : errors) degraded.emplace(error.source, error.message);
-  };
-  add(snapshot.errors);
-  add(snapshot.zds.errors);
-  add(snapshot.cri.errors);
-  for (const ZtunnelAdminState& ztunnel : snapshot.ztunnels) add(ztunnel.errors);
-  return degraded;
-}
-
-void LogSourceChanges(const std::map<std::string, std::string>& before,
-                      const std::map<std::string, std::string>& after) {
-  for (const auto& [source, message] : after) {
-    if (!before.contains(source)) spdlog::warn("source degraded: {}: {}", source, message);
+  config.zds = !flags.Has("no-zds");
+  config.zds_socket = flags.Get("zds-socket", config.zds_socket);
+  config.host_root = flags.Get("host-root");
+  // Process fds live under procfs even when discovery skips /proc (--no-proc).
+  config.proc_root = flags.Get("proc-root", "/proc");
+  try {
+    const int port = std::stoi(flags.Get("ztunnel-admin-port", "15000"));
+    if (port <= 0 || port > 65535) throw std::out_of_range("port");
+    config.ztunnel_admin_port = static_cast<uint16_t>(port);
+  } catch (const std::exception&) {
+    return "--ztunnel-admin-port needs a port number";
   }
-  for (const auto& [source, message] : before) {
-    if (!after.contains(source)) spdlog::info("source recovered: {}", source);
-  }
+  config.ztunnel_netns = flags.GetAll("ztunnel-netns");
+  config.cri = !flags.Has("no-cri");
+  config.cri_endpoints = flags.GetAll("cri-endpoint");
+  return std::nullopt;
 }
 
-// True when at least one netns could be read; otherwise explains on stderr.
-bool ScanUsable(const NodeSnapshot& snapshot) {
-  size_t readable = 0;
-  for (const auto& ns : snapshot.netns) readable += ns.unreadable ? 0 : 1;
-  if (!snapshot.netns.empty() && readable > 0) return true;
+// Explains on stderr why a scan could not be used.
+void ExplainUnusableScan(const NodeSnapshot& snapshot) {
   std::fprintf(
       stderr, "ambient-doctor: scan could not run: %zu netns found, none readable%s\n",
       snapshot.netns.size(),
       ::geteuid() != 0 ? " (run as root: CAP_SYS_ADMIN and CAP_NET_ADMIN are needed)" : "");
   for (const auto& e : snapshot.errors) {
-    std::fprintf(stderr, "  %s: %s\n", e.source.c_str(), e.message.c_str());
+    std::fprintf(stderr, "  %s: %s\n", std::string(e.source()).c_str(), e.message.c_str());
   }
-  return false;
+}
+
+void LogSourceChanges(const std::vector<SourceChange>& changes) {
+  for (const SourceChange& change : changes) {
+    if (change.kind == SourceChange::Kind::kDegraded) {
+      spdlog::warn("source degraded: {}: {}", SourceKindName(change.source), change.message);
+    } else {
+      spdlog::info("source recovered: {}", SourceKindName(change.source));
+    }
+  }
 }
 
 bool UseColor(const std::string& mode) {
@@ -314,6 +250,32 @@ std::optional<int> ParseOrExit(FlagSet& flags, const std::vector<std::string>& a
   if (auto err = flags.Parse(args)) {
     std::fprintf(stderr, "ambient-doctor: %s\n", err->c_str());
     return kExitScanFailed;
+  }
+  // A flags file (--config, or the lab's own with --lab) is a lower layer: parse it, then the
+  // command line again so that its flags win.
+  std::optional<std::string> config_file;
+  if (flags.Has("config")) {
+    config_file = flags.Get("config");
+  } else if (flags.Has("lab") || flags.Has("lab-prefix")) {
+    config_file = LabFlagsPath(flags.Get("lab-prefix", "adlab"));
+  }
+  if (config_file && !flags.Has("help")) {
+    Result<std::vector<std::string>> file_args = ReadFlagsFile(*config_file);
+    if (!file_args.ok()) {
+      std::fprintf(stderr, "ambient-doctor: %s\n", file_args.error().message.c_str());
+      if (!flags.Has("config")) {
+        std::fprintf(stderr, "ambient-doctor: is the lab up? (scripts/lab up --prefix %s)\n",
+                     flags.Get("lab-prefix", "adlab").c_str());
+      }
+      return kExitScanFailed;
+    }
+    FlagSet layered = flags.EmptyCopy();
+    if (auto err = layered.Parse(*file_args)) {
+      std::fprintf(stderr, "ambient-doctor: %s: %s\n", config_file->c_str(), err->c_str());
+      return kExitScanFailed;
+    }
+    (void)layered.Parse(args);  // parsed once already
+    flags = std::move(layered);
   }
   if (flags.Has("help")) {
     std::fputs(flags.Usage().c_str(), stdout);
@@ -343,28 +305,29 @@ int RunReport(const std::vector<std::string>& args) {
   if (auto rc = ParseOrExit(flags, args)) return *rc;
   SetupLogging(flags.Get("log-level", "warn"));
 
-  ScanOptions scan;
-  AnalysisOptions options;
-  if (auto error = ScanFromFlags(flags, scan, options)) {
+  EngineConfig config;
+  if (auto error = ConfigFromFlags(flags, config)) {
     std::fprintf(stderr, "ambient-doctor: %s\n", error->c_str());
     return kExitScanFailed;
   }
   if (::geteuid() != 0) {
     spdlog::warn("not running as root: entering other network namespaces will likely fail");
   }
-  auto inspector = MakeKernelInspector(ReadLimits{}, {.ipsets_in_host_only = true});
-  NodeSnapshot snapshot = ScanNode(scan, *inspector);
-  if (!ScanUsable(snapshot)) return kExitScanFailed;
-  NodeAnalysis analysis = Analyze(snapshot, options);
+  Engine engine(std::move(config));
+  const EngineStep step = engine.Step();
+  if (!step.usable) {
+    ExplainUnusableScan(step.snapshot);
+    return kExitScanFailed;
+  }
   if (flags.Get("output", "table") == "json") {
-    std::fputs(RenderReportJson(snapshot, analysis).c_str(), stdout);
+    std::fputs(RenderReportJson(step.snapshot, step.analysis).c_str(), stdout);
   } else {
     RenderOptions render;
     render.color = UseColor(flags.Get("color", "auto"));
     render.show_all_netns = !flags.Has("istio-only");
-    std::fputs(RenderReportTable(snapshot, analysis, render).c_str(), stdout);
+    std::fputs(RenderReportTable(step.snapshot, step.analysis, render).c_str(), stdout);
   }
-  return ReportExitCode(analysis);
+  return ReportExitCode(step.analysis);
 }
 
 int RunWatch(const std::vector<std::string>& args) {
@@ -385,9 +348,8 @@ int RunWatch(const std::vector<std::string>& args) {
   if (auto rc = ParseOrExit(flags, args)) return *rc;
   SetupLogging(flags.Get("log-level", "warn"));
 
-  ScanOptions scan;
-  AnalysisOptions options;
-  if (auto error = ScanFromFlags(flags, scan, options)) {
+  EngineConfig config;
+  if (auto error = ConfigFromFlags(flags, config)) {
     std::fprintf(stderr, "ambient-doctor: %s\n", error->c_str());
     return kExitScanFailed;
   }
@@ -412,42 +374,31 @@ int RunWatch(const std::vector<std::string>& args) {
     spdlog::warn("not running as root: entering other network namespaces will likely fail");
   }
 
-  auto inspector = MakeKernelInspector(ReadLimits{}, {.ipsets_in_host_only = true});
-  History history;
-  std::vector<Finding> open_findings;
+  Engine engine(std::move(config));
   int exit_code = kExitScanFailed;
-  bool scan_failing = false;
-  std::map<std::string, std::string> degraded;
+  bool explained = false;  // a failing scan is explained once, until it recovers
   auto next_scan = std::chrono::steady_clock::now();
   for (int scans = 0; count == 0 || scans < count; ++scans) {
     if (scans > 0) std::this_thread::sleep_until(next_scan);
     next_scan = std::chrono::steady_clock::now() + std::chrono::milliseconds(*interval);
-    NodeSnapshot snapshot = ScanNode(scan, *inspector);
-    std::map<std::string, std::string> now_degraded = DegradedSources(snapshot);
-    LogSourceChanges(degraded, now_degraded);
-    degraded = std::move(now_degraded);
-    // Log a failing scan once when it starts failing and once when it recovers.
-    if (!snapshot.netns.empty() &&
-        std::any_of(snapshot.netns.begin(), snapshot.netns.end(),
-                    [](const NetnsSnapshot& ns) { return !ns.unreadable; })) {
-      if (scan_failing) spdlog::info("scan recovered");
-      scan_failing = false;
-    } else {
-      if (!scan_failing) ScanUsable(snapshot);
-      scan_failing = true;
+    const EngineStep step = engine.Step();
+    LogSourceChanges(step.source_changes);
+    if (!step.usable) {
+      if (!explained) ExplainUnusableScan(step.snapshot);
+      explained = true;
       exit_code = kExitScanFailed;
       continue;
     }
-    NodeAnalysis analysis = Analyze(snapshot, options, &history);
-    const std::vector<FindingChange> changes = DiffFindings(open_findings, analysis.findings);
-    if (!changes.empty()) {
-      const std::string text = json ? RenderChangesJson(snapshot, analysis, changes)
-                                    : RenderChangeLines(changes, snapshot.taken_at_unix_ms, color);
+    if (step.scan_recovered) spdlog::info("scan recovered");
+    explained = false;
+    if (!step.changes.empty()) {
+      const std::string text =
+          json ? RenderChangesJson(step.snapshot, step.analysis, step.changes)
+               : RenderChangeLines(step.changes, step.snapshot.taken_at_unix_ms, color);
       std::fputs(text.c_str(), stdout);
       std::fflush(stdout);
     }
-    open_findings = std::move(analysis.findings);
-    exit_code = ReportExitCode(NodeAnalysis{.netns = {}, .findings = open_findings});
+    exit_code = ReportExitCode(engine.open_findings());
   }
   return exit_code;
 }
@@ -505,7 +456,7 @@ int RunFindings(const std::vector<std::string>& args) {
     JsonWriter j;
     j.BeginArray();
     for (const auto& c : AllFindingCodes()) {
-      j.BeginObject().Field("code", c.code).Field("severity", SeverityName(c.severity));
+      j.BeginObject().Field("code", c.name).Field("severity", SeverityName(c.severity));
       j.Field("meaning", c.meaning).EndObject();
     }
     j.EndArray();
@@ -513,14 +464,14 @@ int RunFindings(const std::vector<std::string>& args) {
   } else if (out == "markdown") {
     std::fputs("| code | severity | meaning |\n|---|---|---|\n", stdout);
     for (const auto& c : AllFindingCodes()) {
-      std::printf("| `%.*s` | %.*s | %.*s |\n", static_cast<int>(c.code.size()), c.code.data(),
+      std::printf("| `%.*s` | %.*s | %.*s |\n", static_cast<int>(c.name.size()), c.name.data(),
                   static_cast<int>(SeverityName(c.severity).size()),
                   SeverityName(c.severity).data(), static_cast<int>(c.meaning.size()),
                   c.meaning.data());
     }
   } else {
     for (const auto& c : AllFindingCodes()) {
-      std::printf("%-22.*s %-9.*s %.*s\n", static_cast<int>(c.code.size()), c.code.data(),
+      std::printf("%-22.*s %-9.*s %.*s\n", static_cast<int>(c.name.size()), c.name.data(),
                   static_cast<int>(SeverityName(c.severity).size()),
                   SeverityName(c.severity).data(), static_cast<int>(c.meaning.size()),
                   c.meaning.data());

@@ -1,6 +1,9 @@
 #include "cli/flags.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <fstream>
+#include <set>
 
 namespace ad::cli {
 
@@ -25,7 +28,14 @@ const FlagSpec* FlagSet::FindShort(char c) const {
   return it == specs_.end() ? nullptr : &*it;
 }
 
+FlagSet FlagSet::EmptyCopy() const {
+  FlagSet copy(command_, synopsis_, description_);
+  copy.specs_ = specs_;
+  return copy;
+}
+
 std::optional<std::string> FlagSet::Parse(const std::vector<std::string>& args) {
+  std::set<std::string> given_here;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& arg = args[i];
     if (arg == "--") {
@@ -67,7 +77,7 @@ std::optional<std::string> FlagSet::Parse(const std::vector<std::string>& args) 
       return "flag " + shown + " takes no value";
     }
     auto& slot = values_[spec->name];
-    if (!spec->repeatable) slot.clear();
+    if (!spec->repeatable || given_here.insert(spec->name).second) slot.clear();
     slot.push_back(value);
   }
   return std::nullopt;
@@ -100,6 +110,34 @@ std::string FlagSet::Usage() const {
     out += "\n";
   }
   return out;
+}
+
+Result<std::vector<std::string>> ReadFlagsFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return ErrnoError(SourceKind::kNetns, "open(" + path + ")");
+  std::vector<std::string> words;
+  std::string line;
+  size_t line_number = 0;
+  while (std::getline(in, line)) {
+    ++line_number;
+    const size_t first = line.find_first_not_of(" \t");
+    if (first == std::string::npos || line[first] == '#') continue;
+    const size_t last = line.find_last_not_of(" \t\r");
+    line = line.substr(first, last - first + 1);
+    if (!line.starts_with("-")) {
+      return SourceError{SourceKind::kNetns,
+                         path + ":" + std::to_string(line_number) + ": not a flag: " + line,
+                         EINVAL};
+    }
+    const size_t space = line.find_first_of(" \t");
+    if (space == std::string::npos) {
+      words.push_back(line);
+      continue;
+    }
+    words.push_back(line.substr(0, space));
+    words.push_back(line.substr(line.find_first_not_of(" \t", space)));
+  }
+  return words;
 }
 
 }  // namespace ad::cli

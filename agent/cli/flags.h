@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "model/result.h"
+
 namespace ad::cli {
 
 struct FlagSpec {
@@ -25,7 +27,12 @@ class FlagSet {
   void Add(FlagSpec spec);
 
   // Parses argv (without the program and command names). Returns an error message or nullopt.
+  // Parsing again layers: a flag given in a later Parse replaces the values of earlier ones (a
+  // repeatable flag keeps all values of the later call), so a flags file parsed first is
+  // overridden by the command line parsed after it.
   std::optional<std::string> Parse(const std::vector<std::string>& args);
+  // The same flag declarations, without parsed values.
+  FlagSet EmptyCopy() const;
 
   bool Has(const std::string& name) const;
   std::string Get(const std::string& name, const std::string& fallback = "") const;
@@ -45,5 +52,10 @@ class FlagSet {
   std::map<std::string, std::vector<std::string>> values_;
   std::vector<std::string> positional_;
 };
+
+// Reads a flags file: one flag per line, "--name value", "--name=value" or "--name"; blank lines
+// and lines starting with # are skipped; the value is the rest of the line (no quoting). Returns
+// the words for FlagSet::Parse, or an error naming the file and line.
+Result<std::vector<std::string>> ReadFlagsFile(const std::string& path);
 
 }  // namespace ad::cli

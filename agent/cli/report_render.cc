@@ -150,7 +150,8 @@ std::string RenderNodeSection(const NodeSnapshot& snapshot, bool color) {
            std::to_string(accepted.send_queue) + "\n";
   }
   for (const auto& e : zds.errors) {
-    out += Paint(color, kYellow, "  source degraded: ") + e.source + ": " + e.message + "\n";
+    out += Paint(color, kYellow, "  source degraded: ") + std::string(e.source()) + ": " +
+           e.message + "\n";
   }
   for (const ProcessNetnsFds& p : snapshot.processes) {
     if (p.role != ProcessRole::kIstioCni) continue;
@@ -191,7 +192,8 @@ std::string RenderNodeSection(const NodeSnapshot& snapshot, bool color) {
     if (!z.admin_reachable) line += ", admin not reachable";
     out += line + "\n";
     for (const auto& e : z.errors) {
-      out += Paint(color, kYellow, "  source degraded: ") + e.source + ": " + e.message + "\n";
+      out += Paint(color, kYellow, "  source degraded: ") + std::string(e.source()) + ": " +
+             e.message + "\n";
     }
   }
   for (const ProcessNetnsFds& p : snapshot.processes) {
@@ -213,7 +215,8 @@ std::string RenderNodeSection(const NodeSnapshot& snapshot, bool color) {
     out += "CRI: not available (pods are not named)\n";
   }
   for (const auto& e : cri.errors) {
-    out += Paint(color, kYellow, "  source degraded: ") + e.source + ": " + e.message + "\n";
+    out += Paint(color, kYellow, "  source degraded: ") + std::string(e.source()) + ": " +
+           e.message + "\n";
   }
   return out;
 }
@@ -221,7 +224,7 @@ std::string RenderNodeSection(const NodeSnapshot& snapshot, bool color) {
 void WriteErrors(JsonWriter& j, const std::vector<SourceError>& errors) {
   j.Key("errors").BeginArray();
   for (const auto& e : errors) {
-    j.BeginObject().Field("source", e.source).Field("message", e.message).EndObject();
+    j.BeginObject().Field("source", e.source()).Field("message", e.message).EndObject();
   }
   j.EndArray();
 }
@@ -333,8 +336,9 @@ void WriteNodeSources(JsonWriter& j, const NodeSnapshot& snapshot) {
 
 void WriteFinding(JsonWriter& j, const Finding& f) {
   j.BeginObject();
-  j.Field("code", f.code);
+  j.Field("code", f.code_name());
   j.Field("severity", SeverityName(f.severity));
+  j.Field("subject", f.subject);
   j.Key("netns")
       .BeginObject()
       .Field("path", f.netns_path)
@@ -358,20 +362,6 @@ void WriteFinding(JsonWriter& j, const Finding& f) {
 
 }  // namespace
 
-std::string NetnsStatus(const NodeAnalysis& analysis, uint64_t inode) {
-  int worst = -1;
-  for (const auto& f : analysis.findings) {
-    if (f.netns_inode == inode) worst = std::max(worst, static_cast<int>(f.severity));
-  }
-  return worst < 0 ? "ok" : std::string(SeverityName(static_cast<Severity>(worst)));
-}
-
-int ReportExitCode(const NodeAnalysis& analysis) {
-  bool serious = std::any_of(analysis.findings.begin(), analysis.findings.end(),
-                             [](const Finding& f) { return f.severity >= Severity::kWarning; });
-  return serious ? 1 : 0;
-}
-
 std::string RenderReportTable(const NodeSnapshot& snapshot, const NodeAnalysis& analysis,
                               const RenderOptions& options) {
   const bool color = options.color;
@@ -393,7 +383,8 @@ std::string RenderReportTable(const NodeSnapshot& snapshot, const NodeAnalysis& 
          Paint(color && counts.warning, kYellow, std::to_string(counts.warning) + " warning") +
          ", " + std::to_string(counts.info) + " info\n";
   for (const auto& e : snapshot.errors) {
-    out += Paint(color, kYellow, "source degraded: ") + e.source + ": " + e.message + "\n";
+    out += Paint(color, kYellow, "source degraded: ") + std::string(e.source()) + ": " + e.message +
+           "\n";
   }
 
   if (snapshot.zds_collected) out += "\n" + RenderNodeSection(snapshot, color);
@@ -462,7 +453,8 @@ std::string RenderReportTable(const NodeSnapshot& snapshot, const NodeAnalysis& 
     std::string sev(SeverityName(f.severity));
     std::string upper = sev;
     std::transform(upper.begin(), upper.end(), upper.begin(), ::toupper);
-    out += Paint(color, SeverityColor(sev), Pad(upper, 8)) + " " + Paint(color, kBold, f.code);
+    out += Paint(color, SeverityColor(sev), Pad(upper, 8)) + " " +
+           Paint(color, kBold, std::string(f.code_name()));
     if (!f.netns_path.empty()) {
       out += "  " + f.netns_path + " (inode " + std::to_string(f.netns_inode) + ")";
     } else if (f.netns_inode != 0) {
@@ -490,7 +482,7 @@ std::string RenderReportJson(const NodeSnapshot& snapshot, const NodeAnalysis& a
   j.Field("scan_ms", snapshot.scan_ms);
   j.Key("errors").BeginArray();
   for (const auto& e : snapshot.errors) {
-    j.BeginObject().Field("source", e.source).Field("message", e.message).EndObject();
+    j.BeginObject().Field("source", e.source()).Field("message", e.message).EndObject();
   }
   j.EndArray();
   WriteNodeSources(j, snapshot);
@@ -548,7 +540,7 @@ std::string RenderReportJson(const NodeSnapshot& snapshot, const NodeAnalysis& a
     j.Field("unreadable", ns.unreadable);
     j.Key("errors").BeginArray();
     for (const auto& e : ns.errors) {
-      j.BeginObject().Field("source", e.source).Field("message", e.message).EndObject();
+      j.BeginObject().Field("source", e.source()).Field("message", e.message).EndObject();
     }
     j.EndArray();
     j.Field("scan_ms", ns.scan_ms);
@@ -589,7 +581,7 @@ std::string RenderChangeLines(const std::vector<FindingChange>& changes, int64_t
     const bool opened = change.kind == FindingChange::Kind::kOpened;
     const std::string severity(SeverityName(f.severity));
     out += stamp + " " + Paint(color, SeverityColor(opened ? severity : "ok"), severity) +
-           (opened ? " opened " : " resolved ") + Paint(color, kBold, f.code);
+           (opened ? " opened " : " resolved ") + Paint(color, kBold, std::string(f.code_name()));
     if (!f.netns_path.empty() || f.netns_inode != 0) {
       out += " " + (f.netns_path.empty() ? std::string("netns") : f.netns_path) + " (inode " +
              std::to_string(f.netns_inode) + ")";

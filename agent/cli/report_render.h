@@ -7,6 +7,7 @@
 #include "analysis/analysis.h"
 #include "analysis/history.h"
 #include "model/snapshot.h"
+#include "report/report_policy.h"
 
 namespace ad::cli {
 
@@ -29,11 +30,5 @@ std::string RenderChangeLines(const std::vector<FindingChange>& changes, int64_t
 // `watch -o json`: one single-line JSON document per change set (schema kChangesSchema).
 std::string RenderChangesJson(const NodeSnapshot& snapshot, const NodeAnalysis& analysis,
                               const std::vector<FindingChange>& changes);
-
-// Exit code contract: 0 = no finding at warning or above, 1 = at least one.
-int ReportExitCode(const NodeAnalysis& analysis);
-
-// "ok", or the worst severity among the netns's findings.
-std::string NetnsStatus(const NodeAnalysis& analysis, uint64_t inode);
 
 }  // namespace ad::cli

@@ -165,7 +165,8 @@ std::string RenderRulesText(const NetnsSnapshot& ns, const NetnsClassification& 
   out += "# mode " + std::string(DataplaneModeName(c.mode));
   if (c.variant) out += ", variant " + c.variant->Describe();
   out += "\n";
-  for (const auto& e : ns.errors) out += "# error: " + e.source + ": " + e.message + "\n";
+  for (const auto& e : ns.errors)
+    out += "# error: " + std::string(e.source()) + ": " + e.message + "\n";
   if (ns.unreadable) return out;
 
   // Group: iptables backends (legacy, then nft) per family, then native nft tables.
@@ -230,7 +231,7 @@ std::string RenderRulesJson(const NetnsSnapshot& ns, const NetnsClassification& 
   }
   j.Key("errors").BeginArray();
   for (const auto& e : ns.errors) {
-    j.BeginObject().Field("source", e.source).Field("message", e.message).EndObject();
+    j.BeginObject().Field("source", e.source()).Field("message", e.message).EndObject();
   }
   j.EndArray();
   j.Key("tables").BeginArray();

@@ -1,5 +1,7 @@
 #include "model/finding.h"
 
+#include <cstdlib>
+
 namespace ad {
 
 std::string_view SeverityName(Severity s) {
@@ -63,60 +65,113 @@ std::string AmbientVariant::Describe() const {
 }
 
 const std::vector<FindingCodeInfo>& AllFindingCodes() {
+  using enum FindingCode;
   static const std::vector<FindingCodeInfo> codes = {
-      {"MIXED_BACKEND", Severity::kCritical,
+      {kMixedBackend, "MIXED_BACKEND", Severity::kCritical,
        "Istio in-pod ambient rules exist in more than one netfilter backend of one netns (the "
-       "istio-cni backend flip, istio#61020)."},
-      {"INCOMPLETE_RULESET", Severity::kCritical,
+       "istio-cni backend flip, istio#61020).",
+       "istio-cni switched iptables backend between restarts (istio#61020, fixed in 1.29.8, "
+       "1.30.5, 1.31.1); upgrade, pin FORCE_IPTABLES_BINARY, and remove the stale copy (restart "
+       "the pod or reboot the node)."},
+      {kIncompleteRuleset, "INCOMPLETE_RULESET", Severity::kCritical,
        "Istio in-pod chains exist but a required rule, jump or policy route is missing, or the "
-       "rules are out of order."},
-      {"HOST_NETNS_ENROLLED", Severity::kCritical,
+       "rules are out of order.",
+       "Something removed or reordered Istio's in-pod rules or routes (another CNI, a manual "
+       "change, a partial cleanup); restart the pod, or the istio-cni agent with reconcile on, "
+       "to re-apply them."},
+      {kHostNetnsEnrolled, "HOST_NETNS_ENROLLED", Severity::kCritical,
        "In-pod ambient redirection chains were found in the host network namespace (a "
-       "hostNetwork pod was enrolled)."},
-      {"DUPLICATE_RULE", Severity::kWarning,
+       "hostNetwork pod was enrolled).",
+       "A hostNetwork pod was enrolled in ambient, so the node's own traffic is redirected; label "
+       "it istio.io/dataplane-mode=none and remove the ISTIO_PRERT/ISTIO_OUTPUT chains or "
+       "istio-ambient-* tables from the host netns."},
+      {kDuplicateRule, "DUPLICATE_RULE", Severity::kWarning,
        "The same rule appears more than once in one Istio chain (or one base-chain jump into "
-       "an Istio chain is repeated)."},
-      {"BACKEND_DRIFT", Severity::kWarning,
+       "an Istio chain is repeated).",
+       "Istio's rules were applied twice (re-run outside the agent or a racing reconcile); delete "
+       "the extra copy, or restart the pod so istio-cni re-creates its rules once."},
+      {kBackendDrift, "BACKEND_DRIFT", Severity::kWarning,
        "A pod's ambient rules live in a different backend than the node's Istio host rules (or "
-       "than most pods)."},
-      {"DATAPLANE_CONFLICT", Severity::kWarning,
-       "Sidecar and ambient redirection rules are both present in one netns."},
-      {"PROBE_SNAT_MISSING", Severity::kWarning,
+       "than most pods).",
+       "The pod was enrolled by an istio-cni agent that used another backend (backend flip or "
+       "nft/iptables migration); restart the pod so it is re-enrolled with the node's backend."},
+      {kDataplaneConflict, "DATAPLANE_CONFLICT", Severity::kWarning,
+       "Sidecar and ambient redirection rules are both present in one netns.",
+       "The pod is both sidecar-injected and enrolled in ambient; drop the injection or set "
+       "istio.io/dataplane-mode=none so only one dataplane captures traffic."},
+      {kProbeSnatMissing, "PROBE_SNAT_MISSING", Severity::kWarning,
        "Kubelet probe SNAT for ambient pods is incomplete: host rule or probe set missing, or a "
-       "pod IP is not in the probe set."},
-      {"NETNS_UNREADABLE", Severity::kWarning,
-       "A network namespace, or some of its sources, could not be read."},
-      {"ZTUNNEL_LISTENERS_MISSING", Severity::kCritical,
+       "pod IP is not in the probe set.",
+       "Kubelet probes to ambient pods are not SNAT-ed to the probe address and get redirected to "
+       "ztunnel; restart the istio-cni node agent so it re-creates the host rules and probe "
+       "sets."},
+      {kNetnsUnreadable, "NETNS_UNREADABLE", Severity::kWarning,
+       "A network namespace, or some of its sources, could not be read.",
+       "Run the agent with CAP_SYS_ADMIN, CAP_NET_ADMIN and host PID/mounts; a netns that vanished "
+       "during the scan (pod deleted) can be ignored."},
+      {kZtunnelListenersMissing, "ZTUNNEL_LISTENERS_MISSING", Severity::kCritical,
        "A netns has ambient redirect rules but no ztunnel listener on 15001/15006/15008 (or only "
-       "some of them): redirected traffic is black-holed."},
-      {"REDIRECT_MISSING", Severity::kCritical,
+       "some of them): redirected traffic is black-holed.",
+       "ztunnel has no proxy in this pod: the ZDS add never reached it (see ZDS_* findings; a "
+       "third-party ZDS client can steal adds), or ztunnel restarted and lost it. Restart the "
+       "pod to re-run the hand-off, or restart ztunnel on the node for a fresh ZDS snapshot."},
+      {kRedirectMissing, "REDIRECT_MISSING", Severity::kCritical,
        "ztunnel serves the netns (in-pod listeners, a held netns fd, or an HBONE workload for the "
        "pod IP on this node) but the netns has no Istio redirect rules: traffic bypasses the "
-       "mesh."},
-      {"ZDS_PENDING", Severity::kInfo,
+       "mesh.",
+       "The pod's traffic bypasses ztunnel (no mTLS, no policy) although the mesh counts it as "
+       "enrolled: something flushed Istio's in-pod rules (another CNI, a manual flush, an "
+       "iptables backend change). Restart the pod, or istio-cni with reconcile on, to re-apply "
+       "them."},
+      {kZdsPending, "ZDS_PENDING", Severity::kInfo,
        "istio-cni holds the pod netns but ztunnel does not yet (or its workloadState is Pending), "
-       "for less than the stall threshold."},
-      {"ZDS_STALL", Severity::kCritical,
+       "for less than the stall threshold.",
+       "Normal for a moment after pod start or a ztunnel restart; it becomes ZDS_STALL if it "
+       "lasts past the stall threshold."},
+      {kZdsStall, "ZDS_STALL", Severity::kCritical,
        "The ZDS hand-off has been pending for at least the stall threshold (default 30 s): a "
        "netns held by istio-cni only or Pending in ztunnel, unread data on an accepted ZDS "
        "connection, or ztunnel not ready on \"workload proxy manager\" (the istio-cni deadlock "
-       "fixed in 1.29.6/1.30.3)."},
-      {"ZDS_DISCONNECTED", Severity::kCritical,
+       "fixed in 1.29.6/1.30.3).",
+       "istio-cni handed the netns over (or tried) but ztunnel has no proxy for it. If ztunnel is "
+       "not ready on \"workload proxy manager\" and istio-cni stopped logging ZDS events, this is "
+       "the ZDS deadlock (istio#60786): upgrade to 1.29.6/1.30.3+ and restart istio-cni on this "
+       "node (restarting ztunnel does not help). If workloadState is Pending, read ztunnel's "
+       "\"failure to start proxy\" log."},
+      {kZdsDisconnected, "ZDS_DISCONNECTED", Severity::kCritical,
        "istio-cni listens on the ZDS socket but no ztunnel is connected, or no ZDS listener "
-       "exists while ztunnel runs."},
-      {"ZTUNNEL_STALE_WORKLOAD", Severity::kWarning,
-       "ztunnel holds a netns or a workloadState entry for a pod that no longer exists."},
-      {"MULTIPLE_ZTUNNELS", Severity::kInfo,
-       "Two or more ztunnel processes serve the same netns (upgrade overlap)."},
+       "exists while ztunnel runs.",
+       "New pods cannot be handed to ztunnel. Check that the istio-cni node agent runs and that "
+       "both DaemonSets mount the same /var/run/ztunnel hostPath; ztunnel reconnects with backoff "
+       "(up to 15 s). A foreign client must be stopped, then ztunnel restarted."},
+      {kZtunnelStaleWorkload, "ZTUNNEL_STALE_WORKLOAD", Severity::kWarning,
+       "ztunnel holds a netns or a workloadState entry for a pod that no longer exists.",
+       "ztunnel missed the DelWorkload (disconnected while the pod was deleted) and keeps the "
+       "proxy and the netns alive; restarting ztunnel reconciles at the next ZDS snapshot."},
+      {kMultipleZtunnels, "MULTIPLE_ZTUNNELS", Severity::kInfo,
+       "Two or more ztunnel processes serve the same netns (upgrade overlap).",
+       "Expected briefly during a ztunnel upgrade (SO_REUSEPORT listeners); if it persists, the "
+       "old ztunnel did not drain: check its termination grace period."},
   };
   return codes;
 }
 
-const FindingCodeInfo* LookupFindingCode(std::string_view code) {
-  for (const FindingCodeInfo& info : AllFindingCodes()) {
-    if (info.code == code) return &info;
+const FindingCodeInfo& FindingCodeDetails(FindingCode code) {
+  const auto& codes = AllFindingCodes();
+  for (const FindingCodeInfo& info : codes) {
+    if (info.code == code) return info;
   }
-  return nullptr;
+  // Unreachable while the table is complete (finding_codes_test); fail loudly, never as info.
+  std::abort();
+}
+
+std::string_view FindingCodeName(FindingCode code) { return FindingCodeDetails(code).name; }
+
+std::optional<FindingCode> ParseFindingCode(std::string_view name) {
+  for (const FindingCodeInfo& info : AllFindingCodes()) {
+    if (info.name == name) return info.code;
+  }
+  return std::nullopt;
 }
 
 }  // namespace ad

@@ -16,25 +16,55 @@ namespace ad {
 enum class Severity : uint8_t { kInfo, kWarning, kCritical };
 std::string_view SeverityName(Severity s);  // "info", "warning", "critical"
 
+// Every finding the agent can emit. Names (FindingCodeName) are stable API: they appear in the
+// JSON report, gRPC, metric labels and alert rules.
+enum class FindingCode : uint8_t {
+  kMixedBackend,
+  kIncompleteRuleset,
+  kHostNetnsEnrolled,
+  kDuplicateRule,
+  kBackendDrift,
+  kDataplaneConflict,
+  kProbeSnatMissing,
+  kNetnsUnreadable,
+  kZtunnelListenersMissing,
+  kRedirectMissing,
+  kZdsPending,
+  kZdsStall,
+  kZdsDisconnected,
+  kZtunnelStaleWorkload,
+  kMultipleZtunnels,
+};
+
 struct FindingCodeInfo {
-  std::string_view code;
+  FindingCode code;
+  std::string_view name;  // SCREAMING_SNAKE
   Severity severity;
   std::string_view meaning;
+  std::string_view hint;  // the usual cause and a safe fix; a check may give a sharper one
 };
-// Every code the agent can emit, in documentation order.
+// Every code, once, in documentation order (a unit test checks it is complete).
 const std::vector<FindingCodeInfo>& AllFindingCodes();
-const FindingCodeInfo* LookupFindingCode(std::string_view code);
+const FindingCodeInfo& FindingCodeDetails(FindingCode code);
+std::string_view FindingCodeName(FindingCode code);
+std::optional<FindingCode> ParseFindingCode(std::string_view name);
 
 struct Finding {
-  std::string code;  // stable SCREAMING_SNAKE, from AllFindingCodes()
+  FindingCode code = FindingCode::kNetnsUnreadable;
   Severity severity = Severity::kInfo;
   std::string netns_path;
   uint64_t netns_inode = 0;
+  // What the finding is about within its netns, set by the check ("iptables-nft ipv4 nat
+  // ISTIO_OUTPUT: -A ...", "15001/15006"). Identity = code + netns inode + subject; never the
+  // summary, the pod name or a /proc path, which change without the condition changing.
+  std::string subject;
   std::string pod;  // "namespace/name" when known
   std::string summary;
   std::vector<std::string> evidence;
   std::string hint;
   int64_t since_unix_ms = 0;  // when the condition was first seen (aged findings); 0 = unknown
+
+  std::string_view code_name() const { return FindingCodeName(code); }
 };
 
 // Per-netns conclusion of the Istio recognizer.

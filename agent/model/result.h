@@ -35,8 +35,8 @@ class [[nodiscard]] Result {
 };
 
 // "setns(/run/netns/x): Operation not permitted" style error from the current errno.
-inline SourceError ErrnoError(std::string source, const std::string& what, int err = errno) {
-  return SourceError{std::move(source), what + ": " + std::strerror(err), err};
+inline SourceError ErrnoError(SourceKind kind, const std::string& what, int err = errno) {
+  return SourceError{kind, what + ": " + std::strerror(err), err};
 }
 
 }  // namespace ad

@@ -15,6 +15,15 @@ const std::string& NetnsRecord::PrimaryPath() const {
   return paths.empty() ? kNoPath : paths.front();
 }
 
+NetnsReads NetnsReads::AllOk() {
+  return {.nftables = ReadStatus::kOk,
+          .legacy_v4 = ReadStatus::kOk,
+          .legacy_v6 = ReadStatus::kOk,
+          .routes = ReadStatus::kOk,
+          .listeners = ReadStatus::kOk,
+          .ipsets = ReadStatus::kOk};
+}
+
 const NetnsSnapshot* NodeSnapshot::Host() const {
   for (const NetnsSnapshot& snapshot : netns) {
     if (snapshot.netns.is_host) {

@@ -63,8 +63,30 @@ struct NetfilterState {
   std::vector<std::string> legacy_tables_v6;  // ip6_tables_names
 };
 
+// Whether each per-netns read ran and succeeded, set by the inspector. Analysis judges absence
+// ("no redirect rules", "no listener", "probe set missing") only from reads that succeeded.
+enum class ReadStatus : uint8_t { kNotRead, kOk, kFailed };
+
+struct NetnsReads {
+  ReadStatus nftables = ReadStatus::kNotRead;
+  ReadStatus legacy_v4 = ReadStatus::kNotRead;
+  ReadStatus legacy_v6 = ReadStatus::kNotRead;
+  ReadStatus routes = ReadStatus::kNotRead;
+  ReadStatus listeners = ReadStatus::kNotRead;
+  ReadStatus ipsets = ReadStatus::kNotRead;  // kNotRead outside the host in a node scan
+
+  // Every netfilter backend was read: the rule picture is complete.
+  bool NetfilterComplete() const {
+    return nftables == ReadStatus::kOk && legacy_v4 == ReadStatus::kOk &&
+           legacy_v6 == ReadStatus::kOk;
+  }
+  // For snapshots built by hand (tests, fixtures): every read succeeded.
+  static NetnsReads AllOk();
+};
+
 struct NetnsSnapshot {
   NetnsRecord netns;
+  NetnsReads reads;
   NetfilterState netfilter;
   RoutingState routing;
   std::vector<ListeningSocket> listeners;  // TCP LISTEN sockets (sock_diag; UDP not scanned)

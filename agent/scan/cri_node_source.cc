@@ -12,12 +12,12 @@
 namespace ad {
 namespace {
 
-constexpr std::string_view kSource = "cri";
+constexpr SourceKind kSource = SourceKind::kCri;
 
 // Inode of the nsfs file at `path`, or the errno text.
 Result<uint64_t> NetnsInodeAt(const std::string& path) {
   struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) return ErrnoError(std::string(kSource), "stat " + path);
+  if (::stat(path.c_str(), &st) != 0) return ErrnoError(kSource, "stat " + path);
   return static_cast<uint64_t>(st.st_ino);
 }
 
@@ -118,8 +118,8 @@ void CriNodeSource::Collect(NodeSnapshot& snapshot) {
     const auto info = status->info().find("info");
     if (info == status->info().end()) {
       if (!pod.host_network) {
-        state.errors.push_back({std::string(kSource), "PodSandboxStatus " + sandbox.id() +
-                                                          ": verbose info has no \"info\" entry"});
+        state.errors.push_back(
+            {kSource, "PodSandboxStatus " + sandbox.id() + ": verbose info has no \"info\" entry"});
       }
     } else {
       Result<cri::SandboxInfo> parsed = cri::ParseSandboxInfo(info->second);
@@ -128,22 +128,20 @@ void CriNodeSource::Collect(NodeSnapshot& snapshot) {
         pod.pid = parsed->pid;
         if (!pod.host_network) pod.netns_path = parsed->netns_path;
       } else {
-        state.errors.push_back({std::string(kSource), "PodSandboxStatus " + sandbox.id() + ": " +
-                                                          parsed.error().message});
+        state.errors.push_back(
+            {kSource, "PodSandboxStatus " + sandbox.id() + ": " + parsed.error().message});
       }
     }
     const std::string unresolved = ResolveNetnsInode(pod, options_.host_root, options_.proc_root);
     if (!unresolved.empty() && info_usable) {
-      state.errors.push_back(
-          {std::string(kSource), "netns of " + PodLabel(pod) + " unresolved: " + unresolved});
+      state.errors.push_back({kSource, "netns of " + PodLabel(pod) + " unresolved: " + unresolved});
     }
     state.pods.push_back(std::move(pod));
   }
   if (not_inspected > 1) {
     state.errors.push_back(
-        {std::string(kSource),
-         "PodSandboxStatus skipped for " + std::to_string(not_inspected - 1) +
-             " more sandboxes after a deadline (identity from ListPodSandbox only)"});
+        {kSource, "PodSandboxStatus skipped for " + std::to_string(not_inspected - 1) +
+                      " more sandboxes after a deadline (identity from ListPodSandbox only)"});
   }
   std::sort(state.pods.begin(), state.pods.end(), [](const PodIdentity& a, const PodIdentity& b) {
     return std::tie(a.namespace_name, a.name, a.sandbox_id) <

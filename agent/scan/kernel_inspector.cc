@@ -1,6 +1,7 @@
 #include <chrono>
 #include <memory>
 #include <optional>
+#include <tuple>
 
 #include "scan/inspector.h"
 #include "sources/netfilter/readers.h"
@@ -35,7 +36,8 @@ class KernelInspector : public NetnsInspector {
     const std::string& path = snapshot.netns.PrimaryPath();
     if (path.empty()) {
       snapshot.unreadable = true;
-      snapshot.errors.push_back(SourceError{"netns", "netns record has no path", ENOENT});
+      snapshot.errors.push_back(
+          SourceError{SourceKind::kNetns, "netns record has no path", ENOENT});
       return;
     }
     auto guard = NetnsGuard::Enter(path);
@@ -45,7 +47,16 @@ class KernelInspector : public NetnsInspector {
       return;
     }
     NetfilterState& nf = snapshot.netfilter;
-    auto keep_error = [&snapshot](const SourceError& error) { snapshot.errors.push_back(error); };
+    NetnsReads& reads = snapshot.reads;
+    // Records the outcome of one read: its status, and its error in the snapshot.
+    auto settle = [&snapshot](ReadStatus& status, const SourceError* error) {
+      if (error == nullptr) {
+        if (status != ReadStatus::kFailed) status = ReadStatus::kOk;
+        return;
+      }
+      status = ReadStatus::kFailed;
+      snapshot.errors.push_back(*error);
+    };
 
     // Table names first: querying a legacy table that is not listed would create it.
     std::optional<std::vector<std::string>> v4_names;
@@ -54,22 +65,23 @@ class KernelInspector : public NetnsInspector {
       v4_names = *names;
       nf.legacy_tables_v4 = *names;
     } else {
-      keep_error(names.error());
+      settle(reads.legacy_v4, &names.error());
     }
     if (auto names = ReadLegacyTableNames(Family::kIpv6); names.ok()) {
       v6_names = *names;
       nf.legacy_tables_v6 = *names;
     } else {
-      keep_error(names.error());
+      settle(reads.legacy_v6, &names.error());
     }
 
     if (auto tables = ReadNfTables(limits_); tables.ok()) {
       nf.tables = std::move(*tables);
+      settle(reads.nftables, nullptr);
     } else {
-      keep_error(tables.error());
+      settle(reads.nftables, &tables.error());
     }
-    for (auto [family, names] :
-         {std::pair{Family::kIpv4, &v4_names}, std::pair{Family::kIpv6, &v6_names}}) {
+    for (auto [family, names, status] : {std::tuple{Family::kIpv4, &v4_names, &reads.legacy_v4},
+                                         std::tuple{Family::kIpv6, &v6_names, &reads.legacy_v6}}) {
       if (!names->has_value()) {
         continue;  // unknown names: do not guess, a guess would instantiate tables
       }
@@ -77,28 +89,30 @@ class KernelInspector : public NetnsInspector {
         for (Table& table : *tables) {
           nf.tables.push_back(std::move(table));
         }
+        settle(*status, nullptr);
       } else {
-        keep_error(tables.error());
+        settle(*status, &tables.error());
       }
     }
     if (snapshot.netns.is_host || !options_.ipsets_in_host_only) {
       if (auto sets = ReadIpSets(limits_); sets.ok()) {
         nf.ipsets = std::move(*sets);
+        settle(reads.ipsets, nullptr);
       } else {
-        keep_error(sets.error());
+        settle(reads.ipsets, &sets.error());
       }
     }
     if (auto routing = ReadRouting({kIstioRouteTable}); routing.ok()) {
       snapshot.routing = std::move(*routing);
+      settle(reads.routes, nullptr);
     } else {
-      keep_error(routing.error());
+      settle(reads.routes, &routing.error());
     }
     // Listeners (ztunnel's in-pod 15001/15006/15008/15053): one dump per family and protocol.
     ListenerDump listeners = ReadListeningSockets(/*include_udp=*/false);
     snapshot.listeners = std::move(listeners.listeners);
-    for (const SourceError& error : listeners.errors) {
-      keep_error(error);
-    }
+    for (const SourceError& error : listeners.errors) settle(reads.listeners, &error);
+    settle(reads.listeners, nullptr);
   }
 
   ReadLimits limits_;

@@ -16,7 +16,7 @@
 namespace ad {
 namespace {
 
-constexpr const char* kSource = "zds";
+constexpr SourceKind kSource = SourceKind::kZds;
 
 bool SameFile(const UnixSocket& socket, const SocketFileId& file) {
   // unix_diag reports the inode as 32 bits.

@@ -15,15 +15,15 @@
 namespace ad {
 namespace {
 
-constexpr const char* kConfigDumpSource = "ztunnel/config_dump";
-constexpr const char* kReadinessSource = "ztunnel/readiness";
-constexpr const char* kMetricsSource = "ztunnel/metrics";
+constexpr SourceKind kConfigDumpSource = SourceKind::kZtunnelConfigDump;
+constexpr SourceKind kReadinessSource = SourceKind::kZtunnelReadiness;
+constexpr SourceKind kMetricsSource = SourceKind::kZtunnelMetrics;
 
 // GET on 127.0.0.1, then on [::1] when IPv4 loopback refuses (the admin port binds localhost,
 // which may be IPv6 only). The IPv4 error is the one reported when both fail.
 Result<ztunnel::HttpResponse> LoopbackGet(const std::string& netns_path, uint16_t port,
                                           const std::string& path, size_t max_bytes,
-                                          const ZtunnelAdminOptions& options, const char* source) {
+                                          const ZtunnelAdminOptions& options, SourceKind source) {
   ztunnel::HttpGetOptions http_options;
   http_options.connect_timeout = options.connect_timeout;
   http_options.total_timeout = options.total_timeout;
@@ -38,13 +38,13 @@ Result<ztunnel::HttpResponse> LoopbackGet(const std::string& netns_path, uint16_
   }
   if (!response.ok()) {
     SourceError error = response.error();
-    error.source = source;
+    error.kind = source;
     return error;
   }
   return response;
 }
 
-SourceError StatusError(const char* source, const ztunnel::HttpResponse& response) {
+SourceError StatusError(SourceKind source, const ztunnel::HttpResponse& response) {
   return SourceError{source,
                      "HTTP " + std::to_string(response.status) + " " + response.reason +
                          " (body \"" + response.body.substr(0, 80) + "\")",
@@ -140,7 +140,7 @@ ZtunnelAdminState Query(const std::string& netns_path, int pid, uint64_t expecte
   UniqueFd netns(::open(netns_path.c_str(), O_RDONLY | O_CLOEXEC));
   struct stat st {};
   if (!netns.valid() || ::fstat(netns.get(), &st) != 0) {
-    SourceError error = ErrnoError("ztunnel", "open(" + netns_path + ")");
+    SourceError error = ErrnoError(SourceKind::kZtunnel, "open(" + netns_path + ")");
     if (pid != 0) error.message = "pid " + std::to_string(pid) + ": " + error.message;
     state.netns_inode = expected_inode;
     state.errors.push_back(std::move(error));
@@ -150,7 +150,7 @@ ZtunnelAdminState Query(const std::string& netns_path, int pid, uint64_t expecte
   if (expected_inode != 0 && st.st_ino != expected_inode) {
     // Keep the inode the ztunnel had: the netns now behind the PID is not a ztunnel's.
     state.netns_inode = expected_inode;
-    state.errors.push_back(SourceError{"ztunnel",
+    state.errors.push_back(SourceError{SourceKind::kZtunnel,
                                        "pid " + std::to_string(pid) + " now lives in netns " +
                                            std::to_string(st.st_ino) + ", expected " +
                                            std::to_string(expected_inode) +

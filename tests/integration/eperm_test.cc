@@ -36,7 +36,7 @@ TEST(Eperm, UnprivilegedInspectionIsUnreadableNotACrash) {
     const NodeAnalysis analysis = Analyze(node);
     std::string report = node.netns[0].unreadable ? "unreadable" : "read";
     for (const auto& e : node.netns[0].errors) report += "|" + e.message;
-    for (const auto& f : analysis.findings) report += "|" + f.code;
+    for (const auto& f : analysis.findings) report += "|" + std::string(f.code_name());
     (void)!::write(pipe_fds[1], report.data(), report.size());
     _exit(0);
   }

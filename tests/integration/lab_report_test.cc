@@ -52,14 +52,14 @@ ScanResult ScanLab(const lab::LabNode& node) {
 // (netns path, code) pairs: the shape the acceptance criteria speak about.
 std::set<std::pair<std::string, std::string>> FindingPairs(const NodeAnalysis& analysis) {
   std::set<std::pair<std::string, std::string>> out;
-  for (const auto& f : analysis.findings) out.insert({f.netns_path, f.code});
+  for (const auto& f : analysis.findings) out.insert({f.netns_path, std::string(f.code_name())});
   return out;
 }
 
 std::string Dump(const NodeAnalysis& analysis) {
   std::string out;
   for (const auto& f : analysis.findings) {
-    out += f.code + " " + f.netns_path + ": " + f.summary + "\n";
+    out += std::string(f.code_name()) + " " + f.netns_path + ": " + f.summary + "\n";
     for (const auto& e : f.evidence) out += "    " + e + "\n";
   }
   return out;
@@ -155,9 +155,9 @@ TEST_P(LabReportTest, EachFaultGivesExactlyItsFindingInItsNetns) {
   EXPECT_EQ(FindingPairs(r.analysis), expected) << Dump(r.analysis);
   EXPECT_EQ(r.analysis.findings.size(), expected.size()) << Dump(r.analysis);
   for (const auto& f : r.analysis.findings) {
-    EXPECT_FALSE(f.evidence.empty()) << f.code;
-    EXPECT_FALSE(f.hint.empty()) << f.code;
-    EXPECT_NE(f.netns_inode, 0u) << f.code;
+    EXPECT_FALSE(f.evidence.empty()) << std::string(f.code_name());
+    EXPECT_FALSE(f.hint.empty()) << std::string(f.code_name());
+    EXPECT_NE(f.netns_inode, 0u) << std::string(f.code_name());
   }
 }
 
@@ -266,7 +266,7 @@ TEST_F(LabReadOnlyTest, NetnsDeletedDuringScansGiveUnreadableOrDisappearNeverCra
   while (!done || scans < 3) {
     NodeSnapshot snapshot = ScanNode(scan, *inspector);
     NodeAnalysis analysis = Analyze(snapshot);
-    for (const auto& f : analysis.findings) codes.insert(f.code);
+    for (const auto& f : analysis.findings) codes.insert(std::string(f.code_name()));
     ++scans;
     if (scans > 10000) break;
   }

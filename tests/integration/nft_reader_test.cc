@@ -171,7 +171,7 @@ class NftReaderTest : public ::testing::Test {
     worker.join();
     if (!out) {
       ADD_FAILURE() << "entering netns failed: " << error;
-      out.emplace(SourceError{"test", error, 0});
+      out.emplace(SourceError{SourceKind::kNetns, error, 0});
     }
     return std::move(*out);
   }

@@ -73,7 +73,7 @@ TEST_F(ScannerTest, ScansEveryNetnsInDiscoveryOrder) {
     EXPECT_EQ(snap.netns.PrimaryPath(), pods[i]->path());
     EXPECT_FALSE(snap.unreadable);
     for (const SourceError& e : snap.errors) {
-      ADD_FAILURE() << snap.netns.PrimaryPath() << ": " << e.source << ": " << e.message;
+      ADD_FAILURE() << snap.netns.PrimaryPath() << ": " << e.source() << ": " << e.message;
     }
     EXPECT_EQ(snap.netfilter.legacy_tables_v4, std::vector<std::string>{"nat"});
     EXPECT_TRUE(snap.netfilter.legacy_tables_v6.empty());

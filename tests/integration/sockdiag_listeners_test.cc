@@ -109,7 +109,7 @@ TEST(SockDiagListeners, ZtunnelInPodListenersWithMarkAndOwner) {
   snapshot.netns.push_back(inspector->Inspect(record));
   const NetnsSnapshot& pod_snapshot = snapshot.netns[0];
   for (const SourceError& error : pod_snapshot.errors) {
-    if (error.source == "sockdiag") ADD_FAILURE() << error.message;
+    if (error.source() == "sockdiag") ADD_FAILURE() << error.message;
   }
   // The node scan reads TCP only (UDP dumps walk the global UDP hash); the reader can do both.
   EXPECT_EQ(pod_snapshot.listeners.size(), 5u);
@@ -166,7 +166,7 @@ TEST(SockDiagListeners, FreshNetnsHasNoneAndNoErrors) {
   NetnsSnapshot snapshot = MakeKernelInspector(ReadLimits{})->Inspect(record);
   EXPECT_TRUE(snapshot.listeners.empty());
   for (const SourceError& error : snapshot.errors) {
-    if (error.source == "sockdiag") ADD_FAILURE() << error.message;
+    if (error.source() == "sockdiag") ADD_FAILURE() << error.message;
   }
 }
 

@@ -126,7 +126,7 @@ class ZdsSourceTest : public ::testing::Test {
 // anything else is a failure of the source.
 void ExpectNoZdsErrors(const ZdsSocketState& zds) {
   for (const SourceError& error : zds.errors) {
-    if (error.source != "proc") ADD_FAILURE() << error.source << ": " << error.message;
+    if (error.source() != "proc") ADD_FAILURE() << error.source() << ": " << error.message;
   }
 }
 

@@ -75,7 +75,8 @@ class ZtunnelAdminTest : public ::testing::Test {
 
   std::string Messages(const ZtunnelAdminState& state) {
     std::string out;
-    for (const SourceError& e : state.errors) out += e.source + ": " + e.message + "\n";
+    for (const SourceError& e : state.errors)
+      out += std::string(e.source()) + ": " + e.message + "\n";
     return out;
   }
 
@@ -131,13 +132,13 @@ TEST_F(ZtunnelAdminTest, HungGarbageAndTruncatedPeersGiveErrorsWithinTheDeadline
   EXPECT_FALSE(state.admin_reachable);
   EXPECT_FALSE(state.ready.has_value());
   ASSERT_EQ(state.errors.size(), 3u) << Messages(state);
-  EXPECT_EQ(state.errors[0].source, "ztunnel/config_dump");
+  EXPECT_EQ(state.errors[0].source(), "ztunnel/config_dump");
   EXPECT_EQ(state.errors[0].message,
             "GET http://127.0.0.1:15000/config_dump: no response within "
             "2000 ms");
-  EXPECT_EQ(state.errors[1].source, "ztunnel/readiness");
+  EXPECT_EQ(state.errors[1].source(), "ztunnel/readiness");
   EXPECT_THAT(state.errors[1].message, HasSubstr("malformed status line \"\\x16\\x03\\x01 not"));
-  EXPECT_EQ(state.errors[2].source, "ztunnel/metrics");
+  EXPECT_EQ(state.errors[2].source(), "ztunnel/metrics");
   EXPECT_EQ(state.errors[2].message,
             "GET http://127.0.0.1:15020/metrics: truncated body: got 7 of 1000 bytes");
 }
@@ -184,8 +185,8 @@ TEST_F(ZtunnelAdminTest, NothingListeningIsConnectionRefused) {
   EXPECT_EQ(state.errors[0].message,
             "GET http://127.0.0.1:15000/config_dump: connect: Connection refused");
   EXPECT_EQ(state.errors[0].error_number, ECONNREFUSED);
-  EXPECT_EQ(state.errors[1].source, "ztunnel/readiness");
-  EXPECT_EQ(state.errors[2].source, "ztunnel/metrics");
+  EXPECT_EQ(state.errors[1].source(), "ztunnel/readiness");
+  EXPECT_EQ(state.errors[2].source(), "ztunnel/metrics");
 }
 
 TEST_F(ZtunnelAdminTest, AdminOnIpv6LoopbackOnly) {
@@ -198,14 +199,14 @@ TEST_F(ZtunnelAdminTest, AdminOnIpv6LoopbackOnly) {
   const ZtunnelAdminState state = Query();
   EXPECT_TRUE(state.admin_reachable);
   ASSERT_EQ(state.errors.size(), 2u) << Messages(state);  // readiness and metrics refused
-  EXPECT_EQ(state.errors[0].source, "ztunnel/readiness");
+  EXPECT_EQ(state.errors[0].source(), "ztunnel/readiness");
 }
 
 TEST_F(ZtunnelAdminTest, MissingNetnsPath) {
   const ZtunnelAdminState state = QueryZtunnelAdmin("/nonexistent/adt-zt-netns", 0, {});
   EXPECT_EQ(state.netns_inode, 0u);
   ASSERT_EQ(state.errors.size(), 1u);
-  EXPECT_EQ(state.errors[0].source, "ztunnel");
+  EXPECT_EQ(state.errors[0].source(), "ztunnel");
   EXPECT_EQ(state.errors[0].message, "open(/nonexistent/adt-zt-netns): No such file or directory");
 }
 

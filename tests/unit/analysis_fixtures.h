@@ -65,6 +65,7 @@ inline istio::ProbeSnat DefaultSnat() { return istio::ProbeSnat{}; }
 
 inline NetnsSnapshot EmptyNetns(std::string path, uint64_t inode, bool is_host = false) {
   NetnsSnapshot netns;
+  netns.reads = NetnsReads::AllOk();  // as if every reader succeeded
   netns.netns.paths = {std::move(path)};
   netns.netns.inode = inode;
   netns.netns.is_host = is_host;
@@ -124,14 +125,16 @@ inline NetnsSnapshot HealthyHost(Backend backend, bool ipv6,
 
 inline std::vector<std::string> Codes(const NodeAnalysis& analysis) {
   std::vector<std::string> codes;
-  for (const Finding& finding : analysis.findings) codes.push_back(finding.code);
+  for (const Finding& finding : analysis.findings)
+    codes.push_back(std::string(finding.code_name()));
   return codes;
 }
 
 inline std::string Dump(const NodeAnalysis& analysis) {
   std::string text;
   for (const Finding& finding : analysis.findings) {
-    text += finding.code + " " + finding.netns_path + ": " + finding.summary + "\n";
+    text +=
+        std::string(finding.code_name()) + " " + finding.netns_path + ": " + finding.summary + "\n";
     for (const std::string& line : finding.evidence) text += "    " + line + "\n";
   }
   return text;

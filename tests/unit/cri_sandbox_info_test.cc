@@ -138,7 +138,7 @@ TEST(CriSandboxInfo, GarbageIsAnError) {
     const auto info = ParseSandboxInfo(text);
     EXPECT_FALSE(info.ok()) << text;
     if (!info.ok()) {
-      EXPECT_EQ(info.error().source, "cri");
+      EXPECT_EQ(info.error().source(), "cri");
       EXPECT_TRUE(info.error().message.starts_with("info JSON: ")) << info.error().message;
     }
   }

@@ -138,7 +138,7 @@ TEST_F(FakeProcRoot, MissingRootIsOneWarning) {
   FdInventory inventory = TakeFdInventory({.proc_root = (root_ / "absent").string()});
   EXPECT_TRUE(inventory.processes.empty());
   ASSERT_EQ(inventory.warnings.size(), 1u);
-  EXPECT_EQ(inventory.warnings[0].source, "proc");
+  EXPECT_EQ(inventory.warnings[0].source(), "proc");
   EXPECT_EQ(inventory.warnings[0].error_number, ENOENT);
 }
 

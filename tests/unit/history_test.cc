@@ -32,7 +32,7 @@ TEST(History, KeepsFirstSeenWhileObservedAndForgetsTheRest) {
 
 Finding MakeFinding(std::string code, uint64_t inode, std::string evidence = "") {
   Finding finding;
-  finding.code = std::move(code);
+  finding.code = *ParseFindingCode(code);
   finding.netns_inode = inode;
   finding.netns_path = "/run/netns/x" + std::to_string(inode);
   finding.summary = "summary";
@@ -48,9 +48,9 @@ TEST(FindingDiff, OpenedAndResolvedByIdentityNotEvidence) {
   const std::vector<FindingChange> changes = DiffFindings(before, after);
   ASSERT_EQ(changes.size(), 2u);
   EXPECT_EQ(changes[0].kind, FindingChange::Kind::kResolved);
-  EXPECT_EQ(changes[0].finding.code, "ZDS_PENDING");
+  EXPECT_EQ(std::string(changes[0].finding.code_name()), "ZDS_PENDING");
   EXPECT_EQ(changes[1].kind, FindingChange::Kind::kOpened);
-  EXPECT_EQ(changes[1].finding.code, "ZDS_STALL");
+  EXPECT_EQ(std::string(changes[1].finding.code_name()), "ZDS_STALL");
 
   EXPECT_TRUE(DiffFindings(after, after).empty());
   const std::vector<Finding> older = {MakeFinding("ZDS_STALL", 1, "age 35 s"),

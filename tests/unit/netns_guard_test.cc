@@ -21,7 +21,7 @@ ino_t ThreadNetnsInode() {
 TEST(NetnsGuard, MissingPathIsAnErrorNamingSyscallAndPath) {
   auto guard = NetnsGuard::Enter("/nonexistent/adt-netns");
   ASSERT_FALSE(guard.ok());
-  EXPECT_EQ(guard.error().source, "netns");
+  EXPECT_EQ(guard.error().source(), "netns");
   EXPECT_EQ(guard.error().error_number, ENOENT);
   EXPECT_EQ(guard.error().message, "open(/nonexistent/adt-netns): No such file or directory");
 }

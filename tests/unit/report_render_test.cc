@@ -35,7 +35,7 @@ NodeAnalysis OneCriticalFinding() {
   pod.variant = AmbientVariant{.dns_capture = true};
   a.netns = {host, pod};
   Finding f;
-  f.code = "MIXED_BACKEND";
+  f.code = FindingCode::kMixedBackend;
   f.severity = Severity::kCritical;
   f.netns_path = "/run/netns/pod-a";
   f.netns_inode = 200;
@@ -132,7 +132,7 @@ NodeAnalysis ZdsAnalysis() {
   a.netns[1].ztunnel_listeners = {15001, 15008};
   a.netns[1].ztunnel_pids = {200};
   Finding stall;
-  stall.code = "ZDS_STALL";
+  stall.code = FindingCode::kZdsStall;
   stall.severity = Severity::kCritical;
   stall.netns_path = "/run/netns/pod-a";
   stall.netns_inode = 200;

@@ -1,6 +1,8 @@
 // Analyze on hand-built snapshots: each lab fault yields exactly its finding; healthy nodes none.
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "analysis/analysis.h"
 #include "analysis/istio_ruleset.h"
 #include "analysis_fixtures.h"
@@ -271,11 +273,11 @@ TEST(RuleChecks, DriftAgainstMajorityWhenHostHasNoRules) {
   const NodeAnalysis analysis = Analyze(node);
   int drift = 0;
   for (const Finding& finding : analysis.findings) {
-    if (finding.code == "BACKEND_DRIFT") {
+    if (finding.code_name() == "BACKEND_DRIFT") {
       ++drift;
       EXPECT_EQ(finding.netns_path, "/run/netns/c");
     } else {
-      EXPECT_EQ(finding.code, "PROBE_SNAT_MISSING");
+      EXPECT_EQ(std::string(finding.code_name()), "PROBE_SNAT_MISSING");
       EXPECT_EQ(finding.netns_path, "/proc/1/ns/net");
     }
   }
@@ -373,7 +375,8 @@ TEST(RuleChecks, UnreadableNetns) {
   NodeSnapshot node = NodeWith(Backend::kNft, kDefault);
   NetnsSnapshot gone = test::EmptyNetns("/run/netns/gone", 77);
   gone.unreadable = true;
-  gone.errors.push_back({"netns", "setns(/run/netns/gone): No such file or directory", 2});
+  gone.errors.push_back(
+      {SourceKind::kNetns, "setns(/run/netns/gone): No such file or directory", 2});
   node.netns.push_back(gone);
   const NodeAnalysis analysis = Analyze(node);
   ASSERT_EQ(Codes(analysis), std::vector<std::string>{"NETNS_UNREADABLE"}) << Dump(analysis);
@@ -385,7 +388,8 @@ TEST(RuleChecks, UnreadableNetns) {
 
 TEST(RuleChecks, PartiallyReadableNetnsNamesTheSource) {
   NodeSnapshot node = NodeWith(Backend::kNft, kDefault);
-  Pod(node).errors.push_back({"iptables-legacy/ipv4", "getsockopt: Operation not permitted", 1});
+  Pod(node).errors.push_back({SourceKind::kLegacyIpv4, "getsockopt: Operation not permitted", 1});
+  Pod(node).reads.legacy_v4 = ReadStatus::kFailed;
   const NodeAnalysis analysis = Analyze(node);
   ASSERT_EQ(Codes(analysis), std::vector<std::string>{"NETNS_UNREADABLE"}) << Dump(analysis);
   EXPECT_EQ(analysis.findings[0].severity, Severity::kWarning);
@@ -396,7 +400,8 @@ TEST(RuleChecks, FailedRouteSourceDoesNotClaimMissingRoutes) {
   NodeSnapshot node = NodeWith(Backend::kNft, kDefault);
   Pod(node).routing = {};
   Pod(node).routing.addresses.push_back({"eth0", Family::kIpv4, "10.244.0.5", 24, true});
-  Pod(node).errors.push_back({"route", "netlink: Operation not permitted", 1});
+  Pod(node).errors.push_back({SourceKind::kRoute, "netlink: Operation not permitted", 1});
+  Pod(node).reads.routes = ReadStatus::kFailed;
   EXPECT_EQ(Codes(Analyze(node)), std::vector<std::string>{"NETNS_UNREADABLE"});
 }
 
@@ -426,13 +431,20 @@ TEST(RuleChecks, FindingsSortedBySeverityPathCode) {
 }
 
 TEST(RuleChecks, FindingCodeTable) {
-  for (const char* code :
-       {"DUPLICATE_RULE", "MIXED_BACKEND", "BACKEND_DRIFT", "INCOMPLETE_RULESET",
-        "HOST_NETNS_ENROLLED", "DATAPLANE_CONFLICT", "PROBE_SNAT_MISSING", "NETNS_UNREADABLE"}) {
-    EXPECT_NE(LookupFindingCode(code), nullptr) << code;
+  // Every enumerator has exactly one row, a name that parses back, a meaning and a hint.
+  std::set<FindingCode> seen;
+  std::set<std::string_view> names;
+  for (const FindingCodeInfo& info : AllFindingCodes()) {
+    EXPECT_TRUE(seen.insert(info.code).second) << info.name;
+    EXPECT_TRUE(names.insert(info.name).second) << info.name;
+    EXPECT_EQ(ParseFindingCode(info.name), info.code) << info.name;
+    EXPECT_EQ(FindingCodeName(info.code), info.name);
+    EXPECT_FALSE(info.meaning.empty()) << info.name;
+    EXPECT_FALSE(info.hint.empty()) << info.name;
   }
-  EXPECT_EQ(LookupFindingCode("MIXED_BACKEND")->severity, Severity::kCritical);
-  EXPECT_EQ(LookupFindingCode("NOPE"), nullptr);
+  EXPECT_EQ(seen.size(), static_cast<size_t>(FindingCode::kMultipleZtunnels) + 1);
+  EXPECT_EQ(FindingCodeDetails(FindingCode::kMixedBackend).severity, Severity::kCritical);
+  EXPECT_EQ(ParseFindingCode("NOPE"), std::nullopt);
 }
 
 }  // namespace

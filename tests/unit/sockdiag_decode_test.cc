@@ -159,7 +159,7 @@ TEST(UnixDiagDecode, EveryTruncationIsAnErrorNotACrash) {
   for (size_t size = 0; size < full.size(); ++size) {
     auto sockets = DecodeUnixDiagMessages(std::span(full.data(), size));
     ASSERT_FALSE(sockets.ok()) << "prefix of " << size << " bytes decoded";
-    EXPECT_EQ(sockets.error().source, "sockdiag");
+    EXPECT_EQ(sockets.error().source(), "sockdiag");
     EXPECT_EQ(sockets.error().error_number, EBADMSG);
   }
 }

@@ -138,7 +138,7 @@ std::vector<std::string> ZdsCodes(const NodeAnalysis& analysis) {
 
 const Finding* FindCode(const NodeAnalysis& analysis, std::string_view code) {
   for (const Finding& finding : analysis.findings) {
-    if (finding.code == code) return &finding;
+    if (finding.code_name() == code) return &finding;
   }
   return nullptr;
 }
@@ -242,7 +242,8 @@ TEST(ZdsChecks, NoListenerVerdictWhenSocketsCouldNotBeRead) {
   Ztunnel(node).netns_fd_inodes.clear();
   node.processes[0].netns_fd_inodes.clear();
   node.ztunnels[0].workload_state.clear();
-  Pod(node).errors.push_back({"sockdiag", "inet_diag dump: EPERM", 1});
+  Pod(node).errors.push_back({SourceKind::kSockDiag, "inet_diag dump: EPERM", 1});
+  Pod(node).reads.listeners = ReadStatus::kFailed;
   const NodeAnalysis analysis = Analyze(node);
   EXPECT_EQ(ZdsCodes(analysis), Strings{}) << Dump(analysis);
   EXPECT_EQ(Codes(analysis), Strings{"NETNS_UNREADABLE"});
@@ -422,7 +423,7 @@ TEST(ZdsChecks, DisconnectedWhenNoListenerWhileZtunnelRuns) {
   EXPECT_EQ(ZdsCodes(analysis), Strings{"ZDS_DISCONNECTED"}) << Dump(analysis);
   EXPECT_NE(analysis.findings[0].summary.find("no ZDS listener"), std::string::npos);
 
-  node.zds.errors.push_back({"zds", "sock_diag unix dump: EPERM", 1});
+  node.zds.errors.push_back({SourceKind::kZds, "sock_diag unix dump: EPERM", 1});
   EXPECT_EQ(ZdsCodes(Analyze(node)), Strings{}) << "unknown is not absent";
 
   node.zds.errors.clear();

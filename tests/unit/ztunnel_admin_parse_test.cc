@@ -140,7 +140,7 @@ TEST(ParseConfigDump, GarbageAndTruncatedInputAreErrors) {
         full.substr(0, full.size() - 1)}) {
     auto dump = ParseConfigDump(bad);
     ASSERT_FALSE(dump.ok()) << bad;
-    EXPECT_EQ(dump.error().source, "ztunnel/config_dump");
+    EXPECT_EQ(dump.error().source(), "ztunnel/config_dump");
   }
   auto not_object = ParseConfigDump("[]");
   EXPECT_EQ(not_object.error().message, "not a JSON object");
@@ -215,7 +215,7 @@ TEST(ParseReadiness, ReadyAndNotReady) {
 TEST(ParseReadiness, OtherStatusIsAnError) {
   auto r = ParseReadiness(404, "not found\n");
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.error().source, "ztunnel/readiness");
+  EXPECT_EQ(r.error().source(), "ztunnel/readiness");
   EXPECT_EQ(r.error().message, "unexpected HTTP status 404 (body \"not found\")");
 }
 

@@ -86,7 +86,7 @@ TEST_F(HttpGetTest, ErrorStatusIsAResponseNotAnError) {
 TEST_F(HttpGetTest, GarbageIsAMalformedStatusLine) {
   auto r = Get(FakeReply::Send(std::string("\x16\x03\x01garbage\xff\r\n\r\n", 15)));
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.error().source, "http");
+  EXPECT_EQ(r.error().source(), "http");
   EXPECT_EQ(r.error().message, Url() + "malformed status line \"\\x16\\x03\\x01garbage\\xff\"");
 }
 

@@ -122,7 +122,7 @@ Result<CriClient> CriClient::Connect(const CriClientOptions& options) {
       for (const std::string& path : DefaultCriSocketPaths()) {
         probed += (probed.empty() ? "" : ", ") + options.host_root + path;
       }
-      return SourceError{"cri", "no CRI runtime socket found (probed " + probed + ")"};
+      return SourceError{SourceKind::kCri, "no CRI runtime socket found (probed " + probed + ")"};
     }
   }
   for (const std::string& endpoint : candidates) {
@@ -135,7 +135,7 @@ Result<CriClient> CriClient::Connect(const CriClientOptions& options) {
     }
     note_failure(endpoint + ": " + version.error().message);
   }
-  return SourceError{"cri", "no CRI runtime answered: " + failures};
+  return SourceError{SourceKind::kCri, "no CRI runtime answered: " + failures};
 }
 
 std::string CriClient::RuntimeDescription() const {
@@ -156,7 +156,7 @@ Result<runtime::v1::VersionResponse> CriClient::Version() {
   request.set_version("v1");
   runtime::v1::VersionResponse response;
   const grpc::Status status = stub_->Version(&context, request, &response);
-  if (!status.ok()) return SourceError{"cri", DescribeStatus("Version", status)};
+  if (!status.ok()) return SourceError{SourceKind::kCri, DescribeStatus("Version", status)};
   return response;
 }
 
@@ -169,7 +169,7 @@ Result<std::vector<runtime::v1::PodSandbox>> CriClient::ListPodSandbox(bool read
   }
   runtime::v1::ListPodSandboxResponse response;
   const grpc::Status status = stub_->ListPodSandbox(&context, request, &response);
-  if (!status.ok()) return SourceError{"cri", DescribeStatus("ListPodSandbox", status)};
+  if (!status.ok()) return SourceError{SourceKind::kCri, DescribeStatus("ListPodSandbox", status)};
   std::vector<runtime::v1::PodSandbox> items(
       std::make_move_iterator(response.mutable_items()->begin()),
       std::make_move_iterator(response.mutable_items()->end()));
@@ -186,7 +186,7 @@ Result<runtime::v1::PodSandboxStatusResponse> CriClient::PodSandboxStatus(
   runtime::v1::PodSandboxStatusResponse response;
   const grpc::Status status = stub_->PodSandboxStatus(&context, request, &response);
   if (!status.ok()) {
-    return SourceError{"cri", DescribeStatus("PodSandboxStatus " + sandbox_id, status)};
+    return SourceError{SourceKind::kCri, DescribeStatus("PodSandboxStatus " + sandbox_id, status)};
   }
   return response;
 }

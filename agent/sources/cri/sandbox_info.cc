@@ -46,9 +46,9 @@ int PidOf(const JsonValue& root) {
 
 Result<SandboxInfo> ParseSandboxInfo(std::string_view info_json) {
   JsonParseResult parsed = ParseJson(info_json, JsonLimits{.max_bytes = kMaxSandboxInfoBytes});
-  if (!parsed.value) return SourceError{"cri", "info JSON: " + parsed.error};
+  if (!parsed.value) return SourceError{SourceKind::kCri, "info JSON: " + parsed.error};
   const JsonValue& root = *parsed.value;
-  if (!root.is_object()) return SourceError{"cri", "info JSON: not an object"};
+  if (!root.is_object()) return SourceError{SourceKind::kCri, "info JSON: not an object"};
 
   SandboxInfo info;
   info.pid = PidOf(root);

@@ -25,7 +25,7 @@
 namespace ad {
 namespace {
 
-constexpr char kSource[] = "ipset";
+constexpr SourceKind kSource = SourceKind::kIpset;
 
 // A kernel without ipset (or with an incompatible protocol) means "no sets", not a failure.
 bool MeansUnsupported(int error_number) {

@@ -35,7 +35,7 @@ struct Ipv4 {
   static constexpr int kGetInfo = IPT_SO_GET_INFO;
   static constexpr int kGetEntries = IPT_SO_GET_ENTRIES;
   static constexpr const char* kNamesFile = "/proc/thread-self/net/ip_tables_names";
-  static constexpr const char* kSource = "iptables-legacy/ipv4";
+  static constexpr SourceKind kSource = SourceKind::kLegacyIpv4;
 };
 
 struct Ipv6 {
@@ -47,7 +47,7 @@ struct Ipv6 {
   static constexpr int kGetInfo = IP6T_SO_GET_INFO;
   static constexpr int kGetEntries = IP6T_SO_GET_ENTRIES;
   static constexpr const char* kNamesFile = "/proc/thread-self/net/ip6_tables_names";
-  static constexpr const char* kSource = "iptables-legacy/ipv6";
+  static constexpr SourceKind kSource = SourceKind::kLegacyIpv6;
 };
 
 constexpr std::array<const char*, kNumHooks> kHookChainNames = {"PREROUTING", "INPUT", "FORWARD",
@@ -55,7 +55,7 @@ constexpr std::array<const char*, kNumHooks> kHookChainNames = {"PREROUTING", "I
 constexpr std::array<const char*, kNumHooks> kHookNames = {"prerouting", "input", "forward",
                                                            "output", "postrouting"};
 
-const char* SourceName(Family family) {
+SourceKind SourceName(Family family) {
   return family == Family::kIpv6 ? Ipv6::kSource : Ipv4::kSource;
 }
 
@@ -546,7 +546,7 @@ Result<Table> DecodeTableBlob(Family family, const std::string& table_name,
 
 Result<std::vector<std::string>> ReadLegacyTableNames(Family family) {
   const char* path = family == Family::kIpv6 ? legacy::Ipv6::kNamesFile : legacy::Ipv4::kNamesFile;
-  const char* source = legacy::SourceName(family);
+  const SourceKind source = legacy::SourceName(family);
   std::vector<std::string> names;
   UniqueFd fd(::open(path, O_RDONLY | O_CLOEXEC));
   if (!fd.valid()) {
@@ -588,7 +588,7 @@ Result<std::vector<Table>> ReadLegacyTables(Family family,
     return legacy::ReadTables<legacy::Ipv6>(family, table_names, limits);
   }
   if (family != Family::kIpv4) {
-    return SourceError{"iptables-legacy", "only ipv4 and ipv6 have legacy tables", EINVAL};
+    return SourceError{SourceKind::kLegacyIpv4, "only ipv4 and ipv6 have legacy tables", EINVAL};
   }
   return legacy::ReadTables<legacy::Ipv4>(family, table_names, limits);
 }

@@ -33,7 +33,7 @@
 namespace ad {
 namespace {
 
-constexpr char kSource[] = "nft";
+constexpr SourceKind kSource = SourceKind::kNftables;
 constexpr int kMaxAttempts = 3;  // re-reads when the ruleset changed during the dump
 
 struct TableDeleter {

@@ -55,7 +55,7 @@ thread_local size_t ReceiveBufferLease::depth_ = 0;
 
 }  // namespace
 
-Result<MnlSocket> OpenNetfilterSocket(const std::string& source) {
+Result<MnlSocket> OpenNetfilterSocket(SourceKind source) {
   MnlSocket socket(mnl_socket_open(NETLINK_NETFILTER));
   if (!socket) {
     return ErrnoError(source, "mnl_socket_open(NETLINK_NETFILTER)");
@@ -66,9 +66,8 @@ Result<MnlSocket> OpenNetfilterSocket(const std::string& source) {
   return socket;
 }
 
-std::optional<SourceError> RunRequest(mnl_socket* socket, nlmsghdr* request,
-                                      const std::string& source, const std::string& what,
-                                      const MessageHandler& handler) {
+std::optional<SourceError> RunRequest(mnl_socket* socket, nlmsghdr* request, SourceKind source,
+                                      const std::string& what, const MessageHandler& handler) {
   request->nlmsg_seq = NextSequence();
   if (mnl_socket_sendto(socket, request, request->nlmsg_len) < 0) {
     return ErrnoError(source, "sendto(" + what + ")");

@@ -22,7 +22,7 @@
 namespace ad {
 namespace {
 
-constexpr const char* kSource = "netns";
+constexpr SourceKind kSource = SourceKind::kNetns;
 
 struct DirCloser {
   void operator()(DIR* dir) const { ::closedir(dir); }

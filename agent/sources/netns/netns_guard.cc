@@ -19,14 +19,14 @@ Result<NetnsGuard> NetnsGuard::Enter(const std::string& netns_path) {
   // setns() is per thread, so the thread's own link is the one to restore (not /proc/self).
   UniqueFd original(::open(kThreadNetns, O_RDONLY | O_CLOEXEC));
   if (!original.valid()) {
-    return ErrnoError("netns", std::string("open(") + kThreadNetns + ")");
+    return ErrnoError(SourceKind::kNetns, std::string("open(") + kThreadNetns + ")");
   }
   UniqueFd target(::open(netns_path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!target.valid()) {
-    return ErrnoError("netns", "open(" + netns_path + ")");
+    return ErrnoError(SourceKind::kNetns, "open(" + netns_path + ")");
   }
   if (::setns(target.get(), CLONE_NEWNET) != 0) {
-    return ErrnoError("netns", "setns(" + netns_path + ", CLONE_NEWNET)");
+    return ErrnoError(SourceKind::kNetns, "setns(" + netns_path + ", CLONE_NEWNET)");
   }
   return NetnsGuard(std::move(original));
 }

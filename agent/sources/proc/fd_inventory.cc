@@ -22,7 +22,7 @@
 namespace ad {
 namespace {
 
-constexpr const char* kSource = "proc";
+constexpr SourceKind kSource = SourceKind::kProc;
 
 struct DirCloser {
   void operator()(DIR* dir) const { ::closedir(dir); }

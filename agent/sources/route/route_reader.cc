@@ -32,7 +32,7 @@
 namespace ad {
 namespace {
 
-constexpr const char* kSource = "route";
+constexpr SourceKind kSource = SourceKind::kRoute;
 constexpr int kMaxAttempts = 3;  // re-reads when a dump was interrupted by a change
 
 using nl::MnlSocket;

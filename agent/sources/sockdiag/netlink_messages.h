@@ -13,7 +13,7 @@
 namespace ad {
 
 // Source name of every sock_diag error.
-inline constexpr const char* kSockDiagSource = "sockdiag";
+inline constexpr SourceKind kSockDiagSource = SourceKind::kSockDiag;
 
 // Calls `on_payload` with the payload of each SOCK_DIAG_BY_FAMILY message, in order, until
 // NLMSG_DONE. A returned string aborts the walk as a decode error. Fails on NLMSG_ERROR (with its

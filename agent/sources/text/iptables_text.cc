@@ -16,7 +16,7 @@ using text::Join;
 using text::ParseU32;
 
 constexpr uint32_t kFullMask = 0xffffffff;
-constexpr std::string_view kSource = "iptables-text";
+constexpr SourceKind kSource = SourceKind::kIptablesText;
 
 // Built-in chains in kernel hook order, with the priorities of the iptable_* modules.
 struct BuiltinChain {
@@ -635,7 +635,7 @@ Result<Rule> ParseIptablesRuleSpec(std::string_view spec, Family family) {
   bool negate = false;
   std::optional<uint32_t> protocol;
   const auto missing = [](const std::string& opt) {
-    return SourceError{std::string(kSource), "option " + opt + " needs an argument", 0};
+    return SourceError{kSource, "option " + opt + " needs an argument", 0};
   };
   size_t i = 0;
   while (i < words.size()) {

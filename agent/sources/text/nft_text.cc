@@ -18,7 +18,7 @@ using text::ParseU32;
 using Words = std::vector<std::string>;
 
 constexpr uint32_t kFullMask = 0xffffffff;
-constexpr std::string_view kSource = "nft-text";
+constexpr SourceKind kSource = SourceKind::kNftText;
 
 std::optional<Family> FamilyFromName(std::string_view name) {
   if (name == "ip") return Family::kIpv4;

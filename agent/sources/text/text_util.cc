@@ -204,9 +204,9 @@ std::string Join(const std::vector<std::string>& words, size_t first, size_t las
   return out;
 }
 
-SourceError ParseError(std::string_view source, size_t line_number, std::string_view message) {
+SourceError ParseError(SourceKind source, size_t line_number, std::string_view message) {
   std::string text = line_number ? "line " + std::to_string(line_number) + ": " : "";
-  return SourceError{std::string(source), text + std::string(message), 0};
+  return SourceError{source, text + std::string(message), 0};
 }
 
 }  // namespace ad::text

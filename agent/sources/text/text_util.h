@@ -39,6 +39,6 @@ std::string Lower(std::string_view s);
 std::string Upper(std::string_view s);
 std::string Join(const std::vector<std::string>& words, size_t first, size_t last);
 
-SourceError ParseError(std::string_view source, size_t line_number, std::string_view message);
+SourceError ParseError(SourceKind source, size_t line_number, std::string_view message);
 
 }  // namespace ad::text

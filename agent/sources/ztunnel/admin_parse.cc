@@ -192,10 +192,10 @@ std::optional<std::string> CanonicalWorkloadIp(std::string_view text) {
 Result<ConfigDump> ParseConfigDump(std::string_view json) {
   JsonParseResult parsed = ParseJson(json);
   if (!parsed.value) {
-    return SourceError{"ztunnel/config_dump", "invalid JSON: " + parsed.error, EPROTO};
+    return SourceError{SourceKind::kZtunnelConfigDump, "invalid JSON: " + parsed.error, EPROTO};
   }
   if (!parsed.value->is_object()) {
-    return SourceError{"ztunnel/config_dump", "not a JSON object", EPROTO};
+    return SourceError{SourceKind::kZtunnelConfigDump, "not a JSON object", EPROTO};
   }
   ConfigDump dump;
   ConfigDumpReader reader(dump);
@@ -220,7 +220,7 @@ Result<Readiness> ParseReadiness(int status, std::string_view body) {
   }
   body = Trim(body);
   if (status != 500) {
-    return SourceError{"ztunnel/readiness",
+    return SourceError{SourceKind::kZtunnelReadiness,
                        "unexpected HTTP status " + std::to_string(status) + " (body \"" +
                            std::string(body.substr(0, 80)) + "\")",
                        EPROTO};

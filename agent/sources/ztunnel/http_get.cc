@@ -12,6 +12,8 @@
 #include <cstdio>
 #include <cstring>
 #include <optional>
+#include <thread>
+#include <utility>
 
 #include "sources/netns/netns_guard.h"
 #include "sources/unique_fd.h"
@@ -118,16 +120,27 @@ int WaitFor(int fd, short events, Clock::time_point deadline) {
   }
 }
 
-// The socket must be created inside the target netns; only socket() runs there.
-Result<UniqueFd> OpenSocketIn(const std::string& netns_path, int family) {
-  std::optional<Result<NetnsGuard>> guard;
-  if (!netns_path.empty()) {
-    guard.emplace(NetnsGuard::Enter(netns_path));
-    if (!guard->ok()) return guard->error();
-  }
+Result<UniqueFd> OpenSocket(int family) {
   UniqueFd fd(::socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-  if (!fd.valid()) return ErrnoError("http", "socket");
-  return fd;  // the guard restores the thread's netns here; the socket stays in the target
+  if (!fd.valid()) return ErrnoError(SourceKind::kHttp, "socket");
+  return fd;
+}
+
+// The socket must be created inside the target netns; only socket() runs there, on a short-lived
+// worker thread, so the caller's thread never changes netns. The socket stays in the target.
+Result<UniqueFd> OpenSocketIn(const std::string& netns_path, int family) {
+  if (netns_path.empty()) return OpenSocket(family);
+  std::optional<Result<UniqueFd>> opened;
+  std::thread worker([&] {
+    auto guard = NetnsGuard::Enter(netns_path);
+    if (!guard.ok()) {
+      opened.emplace(guard.error());
+      return;
+    }
+    opened.emplace(OpenSocket(family));
+  });
+  worker.join();
+  return std::move(*opened);
 }
 
 }  // namespace
@@ -362,7 +375,7 @@ Result<HttpResponse> HttpGet(const HttpGetRequest& request, const HttpGetOptions
   const std::string url = "http://" + (ipv6 ? "[" + request.host + "]" : request.host) + ":" +
                           std::to_string(request.port) + request.path;
   auto error = [&url](int error_number, const std::string& what) {
-    return SourceError{"http", "GET " + url + ": " + what, error_number};
+    return SourceError{SourceKind::kHttp, "GET " + url + ": " + what, error_number};
   };
   if (ipv6) {
     auto* in6 = reinterpret_cast<sockaddr_in6*>(&address);

@@ -27,7 +27,7 @@ namespace {
 
 namespace pb = istio::workload::zds;
 
-constexpr char kSource[] = "cni-sim";
+constexpr SourceKind kSource = SourceKind::kLab;
 
 using SharedFd = std::shared_ptr<UniqueFd>;
 

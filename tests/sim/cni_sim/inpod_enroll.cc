@@ -8,7 +8,7 @@
 namespace ad::sim {
 namespace {
 
-constexpr char kSource[] = "cni-sim";
+constexpr SourceKind kSource = SourceKind::kLab;
 
 using Status = Result<std::monostate>;
 const Status kOk = std::monostate{};

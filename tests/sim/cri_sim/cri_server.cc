@@ -16,7 +16,7 @@
 namespace ad::sim {
 namespace {
 
-constexpr char kSource[] = "cri-sim";
+constexpr SourceKind kSource = SourceKind::kLab;
 constexpr char kSandboxIdPrefix[] = "crisim-";
 
 // containerd's pod labels, so label selectors behave like they do against a real runtime.

@@ -23,7 +23,7 @@ namespace ad::lab {
 namespace {
 
 namespace fs = std::filesystem;
-constexpr char kSource[] = "lab-daemon";
+constexpr SourceKind kSource = SourceKind::kLab;
 
 [[noreturn]] void ReportErrnoAndExit(int report, int code) {
   const int err = errno;

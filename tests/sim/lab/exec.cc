@@ -19,7 +19,7 @@ extern char** environ;
 namespace ad::lab {
 namespace {
 
-constexpr char kSource[] = "lab-exec";
+constexpr SourceKind kSource = SourceKind::kLab;
 
 std::string ResolveProgram(const std::string& name) {
   if (name.find('/') != std::string::npos) return name;

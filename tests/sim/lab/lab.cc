@@ -26,7 +26,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr char kSource[] = "lab";
+constexpr SourceKind kSource = SourceKind::kLab;
 constexpr char kNetnsDir[] = "/run/netns";
 constexpr char kManifestDir[] = "/run/ambient-lab";
 constexpr int kMaxPods = 60000;  // pod addresses come from one /16
@@ -340,6 +340,7 @@ void WriteManifest(const LabNode& node) {
   std::error_code ignored;
   fs::create_directories(kManifestDir, ignored);
   std::ofstream(LabManifestPath(node.prefix)) << node.Describe();
+  std::ofstream(LabAgentFlagsPath(node.prefix)) << LabAgentFlags(node);
 }
 
 bool IsLabNetnsName(const std::string& prefix, const std::string& name) {
@@ -748,6 +749,27 @@ std::string LabManifestPath(const std::string& prefix) {
   return std::string(kManifestDir) + "/" + prefix + ".txt";
 }
 
+std::string LabAgentFlagsPath(const std::string& prefix) {
+  return std::string(kManifestDir) + "/" + prefix + ".flags";
+}
+
+std::string LabAgentFlags(const LabNode& node) {
+  std::string text = "# ambient-doctor flags that scan lab " + node.prefix +
+                     " (ambient-doctor report --lab-prefix " + node.prefix + ")\n";
+  text += "--no-proc\n--netns-dir " + std::string(kNetnsDir) + "\n";
+  text += "--netns-match " + node.prefix + "-*\n";
+  text += "--host-netns " + node.host_netns_path + "\n";
+  if (!node.zds.enabled) {
+    // No ZDS emulators: judging pods for ztunnel listeners would only restate that.
+    text += "--no-zds\n";
+    return text;
+  }
+  text += "--zds-socket " + node.zds.socket_path + "\n";
+  text += "--ztunnel-netns " + node.zds.ztunnel_netns_path + "\n";
+  text += "--cri-endpoint unix://" + node.zds.cri_socket_path + "\n";
+  return text;
+}
+
 std::string LabRunDir(const std::string& prefix) {
   return std::string(kManifestDir) + "/" + prefix;
 }
@@ -934,7 +956,7 @@ Result<LabNode> LabUp(const LabOptions& options) {
 
   auto fail = [&node](const SourceError& error) -> Result<LabNode> {
     (void)LabDown(node.prefix);
-    return SourceError{error.source, "lab " + node.prefix + " up failed: " + error.message,
+    return SourceError{error.kind, "lab " + node.prefix + " up failed: " + error.message,
                        error.error_number};
   };
   auto phase = std::chrono::steady_clock::now();
@@ -977,6 +999,7 @@ Result<std::monostate> LabDown(const std::string& prefix) {
   if (!ValidPrefix(prefix)) return LabError("invalid prefix '" + prefix + "'");
   std::error_code ignored;
   fs::remove(LabManifestPath(prefix), ignored);
+  fs::remove(LabAgentFlagsPath(prefix), ignored);
   StopEmulators(prefix);  // before the netns go: they hold netns fds and sockets there
   const std::vector<std::string> names = ListLabNetns(prefix);
   if (names.empty()) return kOk;
@@ -1114,7 +1137,7 @@ Result<LabPod> EnrollPod(const std::string& prefix, const EnrollPodOptions& opti
   auto fail = [&](const SourceError& error) -> Result<LabPod> {
     (void)UnenrollPod(prefix, pod.index, true, std::min(options.timeout_seconds, 5));
     (void)RunCommand({{"ip", "netns", "del", pod.netns_name}});
-    return SourceError{error.source, "enroll " + pod.netns_name + ": " + error.message,
+    return SourceError{error.kind, "enroll " + pod.netns_name + ": " + error.message,
                        error.error_number};
   };
   const std::string veth = "veth" + std::to_string(pod.index);

@@ -151,6 +151,11 @@ std::vector<std::string> ListLabNetns(const std::string& prefix);
 // Where `ambient-lab up` leaves its summary for `status` (outside any netns, under /run).
 std::string LabManifestPath(const std::string& prefix);
 
+// The flags that make ambient-doctor scan exactly this lab (`--lab-prefix P` reads them from
+// LabAgentFlagsPath(P); `--config FILE` reads any such file). Written by LabUp.
+std::string LabAgentFlagsPath(const std::string& prefix);
+std::string LabAgentFlags(const LabNode& node);
+
 // The emulators' directory (/run/ambient-lab/<prefix>) and their liveness, for `status`.
 std::string LabRunDir(const std::string& prefix);
 struct LabEmulator {

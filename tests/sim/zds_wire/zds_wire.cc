@@ -17,7 +17,7 @@
 namespace ad::zds {
 namespace {
 
-constexpr char kSource[] = "zds";
+constexpr SourceKind kSource = SourceKind::kLab;
 
 Result<sockaddr_un> UnixAddress(const std::string& path) {
   sockaddr_un address{};

@@ -16,7 +16,7 @@
 namespace ad::sim {
 namespace {
 
-constexpr char kSource[] = "ztunnel-sim-admin";
+constexpr SourceKind kSource = SourceKind::kLab;
 constexpr size_t kMaxRequestBytes = 8192;
 
 enum class Port : uint8_t { kAdmin, kStats, kReadiness };

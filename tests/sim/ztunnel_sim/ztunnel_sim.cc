@@ -32,7 +32,7 @@ namespace {
 
 namespace pb = istio::workload::zds;
 
-constexpr char kSource[] = "ztunnel-sim";
+constexpr SourceKind kSource = SourceKind::kLab;
 constexpr char kReadinessTask[] = "workload proxy manager";
 
 struct ListenerSpec {

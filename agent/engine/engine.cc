@@ -1,0 +1,108 @@
+#include "engine/engine.h"
+
+#include <algorithm>
+#include <chrono>
+#include <utility>
+
+#include "scan/cri_node_source.h"
+#include "scan/zds_node_source.h"
+#include "scan/ztunnel_node_source.h"
+
+namespace ad {
+namespace {
+
+// The first error of each node-wide source in this snapshot.
+std::map<SourceKind, std::string> DegradedSources(const NodeSnapshot& snapshot) {
+  std::map<SourceKind, std::string> degraded;
+  auto add = [&degraded](const std::vector<SourceError>& errors) {
+    for (const SourceError& error : errors) degraded.emplace(error.kind, error.message);
+  };
+  add(snapshot.errors);
+  add(snapshot.zds.errors);
+  add(snapshot.cri.errors);
+  for (const ZtunnelAdminState& ztunnel : snapshot.ztunnels) add(ztunnel.errors);
+  return degraded;
+}
+
+}  // namespace
+
+ScanOptions ComposeScan(const EngineConfig& config) {
+  ScanOptions scan;
+  scan.discovery = config.discovery;
+  scan.workers = std::max(1, config.workers);
+  scan.node_name = config.node_name;
+  if (config.zds) {
+    ZdsSourceOptions zds;
+    zds.socket_path = config.zds_socket;
+    zds.host_path_prefix = config.host_root;
+    zds.proc_root = config.proc_root;
+    scan.node_sources.push_back(std::make_shared<ZdsNodeSource>(std::move(zds)));
+
+    ZtunnelAdminOptions admin;
+    admin.admin_port = config.ztunnel_admin_port;
+    admin.proc_root = config.proc_root;
+    admin.extra_netns_paths = config.ztunnel_netns;
+    scan.node_sources.push_back(std::make_shared<ZtunnelAdminNodeSource>(std::move(admin)));
+  }
+  if (config.cri) {
+    CriSourceOptions cri;
+    cri.client.endpoints = config.cri_endpoints;
+    cri.client.host_root = config.host_root;
+    cri.host_root = config.host_root;
+    cri.proc_root = config.proc_root;
+    scan.node_sources.push_back(std::make_shared<CriNodeSource>(std::move(cri)));
+  }
+  return scan;
+}
+
+bool ScanUsable(const NodeSnapshot& snapshot) {
+  return std::any_of(snapshot.netns.begin(), snapshot.netns.end(),
+                     [](const NetnsSnapshot& ns) { return !ns.unreadable; });
+}
+
+int64_t Engine::SystemClockMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+Engine::Engine(EngineConfig config, std::unique_ptr<NetnsInspector> inspector, Clock clock)
+    : config_(std::move(config)),
+      scan_(ComposeScan(config_)),
+      inspector_(std::move(inspector)),
+      clock_(std::move(clock)) {}
+
+Engine::Engine(EngineConfig config)
+    : Engine(std::move(config), MakeKernelInspector(ReadLimits{}, {.ipsets_in_host_only = true})) {}
+
+EngineStep Engine::Step() {
+  EngineStep step;
+  const int64_t started_at = clock_();
+  step.snapshot = ScanNode(scan_, *inspector_);
+  step.snapshot.taken_at_unix_ms = started_at;
+
+  std::map<SourceKind, std::string> degraded = DegradedSources(step.snapshot);
+  for (const auto& [kind, message] : degraded) {
+    if (!degraded_.contains(kind)) {
+      step.source_changes.push_back({SourceChange::Kind::kDegraded, kind, message});
+    }
+  }
+  for (const auto& [kind, message] : degraded_) {
+    if (!degraded.contains(kind))
+      step.source_changes.push_back({SourceChange::Kind::kRecovered, kind, ""});
+  }
+  degraded_ = std::move(degraded);
+
+  step.usable = ScanUsable(step.snapshot);
+  if (!step.usable) {
+    scan_failing_ = true;
+    return step;  // nothing judged: open findings and history stay as they were
+  }
+  step.scan_recovered = std::exchange(scan_failing_, false);
+  step.analysis = Analyze(step.snapshot, config_.analysis, &history_);
+  step.changes = DiffFindings(open_findings_, step.analysis.findings);
+  open_findings_ = step.analysis.findings;
+  return step;
+}
+
+}  // namespace ad

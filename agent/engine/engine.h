@@ -1,0 +1,94 @@
+// The engine: one object that owns scan composition (which sources, with which options), the
+// history of ZDS signals and the set of open findings. Each Step() scans the node once and returns
+// the snapshot, its analysis and what changed since the previous step. `report` is a one-step
+// caller, `watch` a loop of steps, and the daemon another caller; none of them owns scan logic.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "analysis/analysis.h"
+#include "analysis/history.h"
+#include "model/snapshot.h"
+#include "scan/inspector.h"
+#include "scan/scanner.h"
+
+namespace ad {
+
+// What to scan, however it was configured (flags, a flags file). Plain data.
+struct EngineConfig {
+  DiscoveryOptions discovery;
+  int workers = 2;
+  std::string node_name;  // default: $NODE_NAME, else hostname
+
+  // Node-wide sources. ZDS: the ZDS socket (observed with sock_diag, never connected to), the
+  // /proc fd inventory and ztunnel's admin; CRI names the pods.
+  bool zds = true;
+  std::string zds_socket = "/var/run/ztunnel/ztunnel.sock";
+  std::string host_root;            // prefix of host paths when the node's / is mounted elsewhere
+  std::string proc_root = "/proc";  // process fds, even when discovery skips /proc
+  uint16_t ztunnel_admin_port = 15000;
+  std::vector<std::string> ztunnel_netns;  // extra netns where a ztunnel admin may listen
+  bool cri = true;
+  std::vector<std::string> cri_endpoints;  // empty: probe the well-known runtime sockets
+
+  AnalysisOptions analysis;
+};
+
+// The sources the config asks for, in dependency order: ZDS (finds istio-cni and ztunnel) ->
+// ztunnel admin (asks those processes) -> CRI (names the pods).
+ScanOptions ComposeScan(const EngineConfig& config);
+
+struct SourceChange {
+  enum class Kind : uint8_t { kDegraded, kRecovered };
+  Kind kind = Kind::kDegraded;
+  SourceKind source = SourceKind::kNetns;
+  std::string message;  // the first error of the source (degraded only)
+};
+
+struct EngineStep {
+  NodeSnapshot snapshot;
+  NodeAnalysis analysis;  // empty when !usable
+  // At least one netns was readable; otherwise the scan could not run and nothing was judged.
+  bool usable = false;
+  // Findings opened or resolved since the previous usable step (the first step opens all).
+  std::vector<FindingChange> changes;
+  // Node-wide sources that started or stopped failing since the previous step.
+  std::vector<SourceChange> source_changes;
+  bool scan_recovered = false;  // usable again after unusable steps
+};
+
+class Engine {
+ public:
+  using Clock = std::function<int64_t()>;  // unix milliseconds
+  static int64_t SystemClockMs();
+
+  Engine(EngineConfig config, std::unique_ptr<NetnsInspector> inspector,
+         Clock clock = SystemClockMs);
+  // With the kernel inspector (node scans read ipsets in the host netns only).
+  explicit Engine(EngineConfig config);
+
+  EngineStep Step();
+
+  const std::vector<Finding>& open_findings() const { return open_findings_; }
+  const EngineConfig& config() const { return config_; }
+
+ private:
+  EngineConfig config_;
+  ScanOptions scan_;
+  std::unique_ptr<NetnsInspector> inspector_;
+  Clock clock_;
+  History history_;
+  std::vector<Finding> open_findings_;
+  std::map<SourceKind, std::string> degraded_;
+  bool scan_failing_ = false;
+};
+
+// True when at least one netns could be read.
+bool ScanUsable(const NodeSnapshot& snapshot);
+
+}  // namespace ad
