@@ -55,9 +55,11 @@ void CheckReadability(const NetnsSnapshot& netns, std::vector<Finding>& findings
                                  std::move(evidence)));
 }
 
-// One finding per repeated rule: its chain and rule text are the subject.
+// One finding per backend holding repeated rules (a re-applied rule set repeats every rule: one
+// finding, not seventy); the backend is the subject, the repeated rules are the evidence.
 void CheckDuplicates(const NetnsSnapshot& netns, const NetnsClassification& classification,
                      std::vector<Finding>& findings) {
+  std::map<Backend, std::vector<std::string>> evidence_by_backend;
   for (const Table& table : netns.netfilter.tables) {
     if (SharedWithSidecar(classification, table.backend)) continue;
     const bool nft = table.backend == Backend::kNft;
@@ -80,14 +82,16 @@ void CheckDuplicates(const NetnsSnapshot& netns, const NetnsClassification& clas
         }
       }
       for (const auto& [index, count] : repeats) {
-        std::string rule =
-            RuleEvidence(table.backend, table.family, table.name, chain.name, *seen[index].second);
-        std::vector<std::string> evidence = {rule + " (" + std::to_string(count) + " times)"};
-        findings.push_back(MakeFinding(FindingCode::kDuplicateRule, &netns, std::move(rule),
-                                       "Istio rule repeated within one chain",
-                                       std::move(evidence)));
+        evidence_by_backend[table.backend].push_back(
+            RuleEvidence(table.backend, table.family, table.name, chain.name, *seen[index].second) +
+            " (" + std::to_string(count) + " times)");
       }
     }
+  }
+  for (auto& [backend, evidence] : evidence_by_backend) {
+    findings.push_back(MakeFinding(FindingCode::kDuplicateRule, &netns,
+                                   std::string(BackendName(backend)),
+                                   "Istio rule repeated within one chain", std::move(evidence)));
   }
 }
 

@@ -59,5 +59,30 @@ TEST(FindingDiff, OpenedAndResolvedByIdentityNotEvidence) {
   EXPECT_EQ(DiffFindings({}, after).size(), 2u);
 }
 
+// What changes without the condition changing must not resolve and reopen a finding: the pod
+// name (CRI outage), the /proc/<pid> path (the pid behind a /proc-only netns), the summary text
+// and the evidence.
+TEST(FindingDiff, IdentityIgnoresPodPathSummaryAndEvidence) {
+  Finding before = MakeFinding("INCOMPLETE_RULESET", 7);
+  before.subject = "iptables-nft";
+  before.pod = "demo/echo";
+  before.netns_path = "/proc/4242/ns/net";
+  before.summary = "Istio ambient redirection is incomplete: netns /proc/4242/ns/net (inode 7)";
+  Finding after = before;
+  after.pod = "";  // CRI down: the pod is no longer named
+  after.netns_path = "/proc/4343/ns/net";
+  after.summary = "Istio ambient redirection is incomplete: netns /proc/4343/ns/net (inode 7)";
+  after.evidence = {"iptables-nft ipv4 nat ISTIO_OUTPUT: missing -A ..."};
+  EXPECT_TRUE(DiffFindings({before}, {after}).empty());
+  EXPECT_EQ(FindingIdentity(before), FindingIdentity(after));
+
+  Finding other_subject = after;
+  other_subject.subject = "nft";
+  EXPECT_EQ(DiffFindings({before}, {other_subject}).size(), 2u);
+  Finding other_netns = after;
+  other_netns.netns_inode = 8;
+  EXPECT_EQ(DiffFindings({before}, {other_netns}).size(), 2u);
+}
+
 }  // namespace
 }  // namespace ad

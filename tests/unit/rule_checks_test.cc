@@ -405,6 +405,66 @@ TEST(RuleChecks, FailedRouteSourceDoesNotClaimMissingRoutes) {
   EXPECT_EQ(Codes(Analyze(node)), std::vector<std::string>{"NETNS_UNREADABLE"});
 }
 
+// A failed host read proves nothing missing: the host gets NETNS_UNREADABLE naming the read,
+// never "probe set missing" or "no probe SNAT rule".
+TEST(RuleChecks, FailedHostReadsGiveUnreadableNotProbeSnatMissing) {
+  struct Case {
+    const char* name;
+    Backend backend;
+    SourceKind source;
+    ReadStatus NetnsReads::*read;
+  };
+  const Case cases[] = {
+      {"ipset", Backend::kIptablesNft, SourceKind::kIpset, &NetnsReads::ipsets},
+      {"nft sets", Backend::kNft, SourceKind::kNftables, &NetnsReads::nftables},
+      {"nft rules", Backend::kIptablesNft, SourceKind::kNftables, &NetnsReads::nftables},
+      {"legacy rules", Backend::kIptablesLegacy, SourceKind::kLegacyIpv4, &NetnsReads::legacy_v4},
+  };
+  for (const Case& c : cases) {
+    NodeSnapshot node = NodeWith(c.backend, kDefault);
+    NetnsSnapshot& host = node.netns[0];
+    // What a failed read leaves behind: nothing from that reader.
+    if (c.source == SourceKind::kIpset) host.netfilter.ipsets.clear();
+    if (c.source == SourceKind::kNftables || c.source == SourceKind::kLegacyIpv4) {
+      host.netfilter.tables.clear();
+    }
+    host.errors.push_back({c.source, "dump: Operation not permitted", 1});
+    host.reads.*c.read = ReadStatus::kFailed;
+    const NodeAnalysis analysis = Analyze(node);
+    ASSERT_EQ(Codes(analysis), std::vector<std::string>{"NETNS_UNREADABLE"}) << c.name << "\n"
+                                                                             << Dump(analysis);
+    EXPECT_EQ(analysis.findings[0].netns_path, "/proc/1/ns/net") << c.name;
+    EXPECT_EQ(analysis.findings[0].subject, SourceKindName(c.source)) << c.name;
+  }
+}
+
+// Subjects are what identity is made of. Repeated rules: one finding per backend (a second
+// repeated rule is more evidence, not a new finding).
+TEST(RuleChecks, DuplicatesAreOneFindingPerBackend) {
+  NodeSnapshot node = NodeWith(Backend::kIptablesNft, kDefault);
+  Table* nat = nullptr;
+  for (Table& table : Pod(node).netfilter.tables) {
+    if (table.name == "nat" && table.family == Family::kIpv4) nat = &table;
+  }
+  ASSERT_NE(nat, nullptr);
+  Chain* output = nullptr;
+  for (Chain& chain : nat->chains) {
+    if (chain.name == "ISTIO_OUTPUT") output = &chain;
+  }
+  ASSERT_NE(output, nullptr);
+  ASSERT_FALSE(output->rules.empty());
+  output->rules.push_back(output->rules.front());
+  const NodeAnalysis one = Analyze(node);
+  output->rules.push_back(output->rules[output->rules.size() - 2]);
+  const NodeAnalysis two = Analyze(node);
+  ASSERT_EQ(Codes(one), std::vector<std::string>{"DUPLICATE_RULE"}) << Dump(one);
+  ASSERT_EQ(Codes(two), std::vector<std::string>{"DUPLICATE_RULE"}) << Dump(two);
+  EXPECT_EQ(one.findings[0].subject, "iptables-nft");
+  EXPECT_EQ(one.findings[0].evidence.size(), 1u);
+  EXPECT_EQ(two.findings[0].evidence.size(), 2u);
+  EXPECT_TRUE(DiffFindings(one.findings, two.findings).empty()) << "an update, not a new finding";
+}
+
 TEST(RuleChecks, FindingsSortedBySeverityPathCode) {
   NodeSnapshot node = NodeWith(Backend::kIptablesNft, kDefault);
   // pod-b: mixed (critical); pod-a: duplicate (warning); pod-c: unreadable (warning).
