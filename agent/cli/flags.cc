@@ -130,7 +130,8 @@ Result<std::vector<std::string>> ReadFlagsFile(const std::string& path) {
                          EINVAL};
     }
     const size_t space = line.find_first_of(" \t");
-    if (space == std::string::npos) {
+    // "--name=value with spaces" is one word; "--name value" two.
+    if (space == std::string::npos || line.find('=') < space) {
       words.push_back(line);
       continue;
     }

@@ -1,0 +1,140 @@
+// The engine: one Step() = discovery + inspection + analysis + the changes since the last step.
+// Discovery runs on a real netns (root); the inspector is scripted so each step's picture is
+// chosen by the test, and the clock is the test's.
+#include "engine/engine.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <mutex>
+#include <utility>
+
+#include "netns_test_util.h"
+
+namespace ad {
+namespace {
+
+// Returns the snapshot the test set for the next call, keeping the record discovery found.
+class ScriptedInspector : public NetnsInspector {
+ public:
+  NetnsSnapshot Inspect(const NetnsRecord& record) override {
+    std::lock_guard lock(mutex_);
+    NetnsSnapshot snapshot = next_;
+    snapshot.netns = record;
+    ++calls_;
+    return snapshot;
+  }
+  void SetNext(NetnsSnapshot snapshot) {
+    std::lock_guard lock(mutex_);
+    next_ = std::move(snapshot);
+  }
+  int calls() const { return calls_; }
+
+ private:
+  std::mutex mutex_;
+  NetnsSnapshot next_;
+  std::atomic<int> calls_{0};
+};
+
+NetnsSnapshot Readable() {
+  NetnsSnapshot snapshot;
+  snapshot.reads = NetnsReads::AllOk();
+  return snapshot;
+}
+
+NetnsSnapshot PartlyFailed(std::string message) {
+  NetnsSnapshot snapshot = Readable();
+  snapshot.reads.routes = ReadStatus::kFailed;
+  snapshot.errors.push_back({SourceKind::kRoute, std::move(message), 1});
+  return snapshot;
+}
+
+NetnsSnapshot Unreadable() {
+  NetnsSnapshot snapshot;
+  snapshot.unreadable = true;
+  snapshot.errors.push_back({SourceKind::kNetns, "setns: Operation not permitted", 1});
+  return snapshot;
+}
+
+class EngineTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (::geteuid() != 0) GTEST_SKIP() << "needs root to create network namespaces";
+    netns_ = std::make_unique<testing::ScopedNetns>("engine");
+    ASSERT_TRUE(netns_->ok());
+    config_.discovery.proc_root.clear();
+    config_.discovery.netns_dirs = {"/run/netns"};
+    config_.discovery.name_glob = netns_->name();
+    config_.discovery.host_netns_path = netns_->path();  // the only netns: it plays the host
+    config_.zds = false;
+    config_.cri = false;
+  }
+
+  std::unique_ptr<testing::ScopedNetns> netns_;
+  EngineConfig config_;
+};
+
+TEST_F(EngineTest, StepsReportOpenedAndResolvedFindingsOnce) {
+  auto inspector = std::make_unique<ScriptedInspector>();
+  ScriptedInspector* script = inspector.get();
+  int64_t now = 1'000'000;
+  Engine engine(config_, std::move(inspector), [&now] { return now; });
+
+  script->SetNext(PartlyFailed("dump: EPERM"));
+  EngineStep first = engine.Step();
+  ASSERT_TRUE(first.usable);
+  EXPECT_EQ(first.snapshot.taken_at_unix_ms, now) << "the engine's clock stamps the snapshot";
+  ASSERT_EQ(first.changes.size(), 1u);
+  EXPECT_EQ(first.changes[0].kind, FindingChange::Kind::kOpened);
+  EXPECT_EQ(first.changes[0].finding.code, FindingCode::kNetnsUnreadable);
+  EXPECT_EQ(engine.open_findings().size(), 1u);
+
+  now += 5000;
+  script->SetNext(PartlyFailed("dump: EPERM (reworded)"));
+  EngineStep same = engine.Step();
+  EXPECT_TRUE(same.changes.empty()) << "new message text, same condition";
+  EXPECT_EQ(same.snapshot.taken_at_unix_ms, now);
+
+  script->SetNext(Readable());
+  EngineStep fixed = engine.Step();
+  ASSERT_EQ(fixed.changes.size(), 1u);
+  EXPECT_EQ(fixed.changes[0].kind, FindingChange::Kind::kResolved);
+  EXPECT_TRUE(engine.open_findings().empty());
+  EXPECT_EQ(script->calls(), 3);
+}
+
+TEST_F(EngineTest, AnUnusableStepKeepsTheOpenFindings) {
+  auto inspector = std::make_unique<ScriptedInspector>();
+  ScriptedInspector* script = inspector.get();
+  Engine engine(config_, std::move(inspector));
+
+  script->SetNext(PartlyFailed("dump: EPERM"));
+  ASSERT_EQ(engine.Step().changes.size(), 1u);
+  script->SetNext(Unreadable());
+  EngineStep failed = engine.Step();
+  EXPECT_FALSE(failed.usable);
+  EXPECT_TRUE(failed.changes.empty());
+  EXPECT_EQ(engine.open_findings().size(), 1u) << "nothing was judged, nothing resolved";
+
+  script->SetNext(PartlyFailed("dump: EPERM"));
+  EngineStep back = engine.Step();
+  EXPECT_TRUE(back.usable);
+  EXPECT_TRUE(back.scan_recovered);
+  EXPECT_TRUE(back.changes.empty()) << "the same finding, still open";
+}
+
+TEST_F(EngineTest, ComposeScanFollowsTheConfig) {
+  EngineConfig config = config_;
+  EXPECT_TRUE(ComposeScan(config).node_sources.empty());
+  config.zds = true;
+  config.cri = true;
+  const ScanOptions scan = ComposeScan(config);
+  ASSERT_EQ(scan.node_sources.size(), 3u);
+  EXPECT_EQ(scan.node_sources[0]->name(), "zds");
+  EXPECT_EQ(scan.node_sources[1]->name(), "ztunnel-admin");
+  EXPECT_EQ(scan.node_sources[2]->name(), "cri");
+}
+
+}  // namespace
+}  // namespace ad
