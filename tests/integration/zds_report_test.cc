@@ -96,12 +96,12 @@ Report RunReport(const lab::LabNode& node, const std::vector<std::string>& extra
   return report;
 }
 
-// What a finding is about: (netns path, netns inode, code). A netns that no longer has a path
-// (a deleted pod's, kept alive by ztunnel's fd) has an empty path and its inode.
-using Subject = std::tuple<std::string, uint64_t, std::string>;
+// Where a finding is and what it says: (netns path, netns inode, code). A netns that no longer has
+// a path (a deleted pod's, kept alive by ztunnel's fd) has an empty path and its inode.
+using NetnsCode = std::tuple<std::string, uint64_t, std::string>;
 
-std::multiset<Subject> WarningOrAbove(const std::vector<JsonFinding>& findings) {
-  std::multiset<Subject> out;
+std::multiset<NetnsCode> WarningOrAbove(const std::vector<JsonFinding>& findings) {
+  std::multiset<NetnsCode> out;
   for (const JsonFinding& f : findings) {
     if (f.severity == "warning" || f.severity == "critical") {
       out.insert({f.netns_path, f.netns_inode, f.code});
@@ -175,7 +175,7 @@ TEST_F(ZdsReportTest, PodFaultsGiveTheirFindings) {
 
   Report report = RunReport(node);
   EXPECT_EQ(report.exit_code, 1) << report.raw;
-  const std::multiset<Subject> expected = {
+  const std::multiset<NetnsCode> expected = {
       {PodPath(node, 0), NetnsInode(PodPath(node, 0)), "ZTUNNEL_LISTENERS_MISSING"},
       {PodPath(node, 1), NetnsInode(PodPath(node, 1)), "REDIRECT_MISSING"},
       {"", *deleted_pod_netns.begin(), "ZTUNNEL_STALE_WORKLOAD"},
@@ -199,7 +199,7 @@ TEST_F(ZdsReportTest, KilledZtunnelIsDisconnected) {
   EXPECT_EQ(report.exit_code, 1) << report.raw;
   // istio-cni's ZDS socket lives in the node's host netns: the finding is about the node, and
   // the pods (rules kept, hand-off now pending) give nothing at warning or above.
-  const std::multiset<Subject> expected = {
+  const std::multiset<NetnsCode> expected = {
       {node.host_netns_path, NetnsInode(node.host_netns_path), "ZDS_DISCONNECTED"}};
   EXPECT_EQ(WarningOrAbove(report.findings), expected) << report.raw;
 }
