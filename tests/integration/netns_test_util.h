@@ -11,7 +11,6 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -84,9 +83,5 @@ class ScopedNetns {
   std::string name_;
   bool ok_ = false;
 };
-
-inline std::string SharedDir() { return AD_SHARED_DIR; }
-
-inline bool SharedDirExists() { return std::filesystem::is_directory(SharedDir()); }
 
 }  // namespace ad::testing

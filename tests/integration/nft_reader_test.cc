@@ -16,7 +16,9 @@
 #include <thread>
 #include <vector>
 
+#include "lab/rules.h"
 #include "model/rule.h"
+#include "shared_corpus.h"
 #include "sources/netfilter/readers.h"
 #include "sources/netns/netns_guard.h"
 #include "sources/text/rule_text.h"
@@ -24,7 +26,8 @@
 namespace ad {
 namespace {
 
-const std::string kGoldenDir = std::string(AD_SHARED_DIR) + "/corpus/istio-golden/cni/pkg/";
+// Istio's goldens; tests that load them skip first when the corpus is absent.
+std::string GoldenDir() { return corpus::CorpusPath("istio-golden/cni/pkg/").string(); }
 
 const std::vector<std::string> kCases = {"default",
                                          "default_ipv6",
@@ -183,8 +186,8 @@ class NftReaderTest : public ::testing::Test {
   }
 
   void LoadNftGolden(const std::string& name) {
-    std::string golden = ReadFile(kGoldenDir + "nftables/testdata/" + name + ".golden");
-    ASSERT_FALSE(golden.empty()) << name;
+    std::string golden = ReadFile(GoldenDir() + "nftables/testdata/" + name + ".golden");
+    ASSERT_FALSE(golden.empty()) << name << " missing from the corpus";
     if (name.rfind("hostprobe", 0) == 0) {
       // The host sets are created by the agent's set manager, not by the golden transaction.
       golden =
@@ -197,8 +200,8 @@ class NftReaderTest : public ::testing::Test {
   }
 
   void LoadIptablesGolden(const std::string& name) {
-    std::string golden = ReadFile(kGoldenDir + "iptables/testdata/" + name + ".golden");
-    ASSERT_FALSE(golden.empty()) << name;
+    std::string golden = ReadFile(GoldenDir() + "iptables/testdata/" + name + ".golden");
+    ASSERT_FALSE(golden.empty()) << name << " missing from the corpus";
     auto [v4, v6] = SplitIptablesGolden(golden);
     if (name.rfind("hostprobe", 0) == 0) {
       ASSERT_EQ(RunShell(Exec("ipset create istio-inpod-probes-v4 hash:ip")), 0);
@@ -315,6 +318,7 @@ TEST_F(NftReaderTest, EmptyNetnsGivesEmptyVectors) {
 }
 
 TEST_F(NftReaderTest, NativeDefaultGoldenDecodesToExpectedSemantics) {
+  if (!corpus::HaveCorpus()) GTEST_SKIP() << corpus::CorpusAbsentReason();
   LoadNftGolden("default");
   auto tables = ReadTables();
   const Table* nat = FindTable(tables, Family::kInet, "istio-ambient-nat");
@@ -351,6 +355,7 @@ TEST_F(NftReaderTest, NativeDefaultGoldenDecodesToExpectedSemantics) {
 }
 
 TEST_F(NftReaderTest, IptablesNftDefaultGoldenDecodesToExpectedSemantics) {
+  if (!corpus::HaveCorpus()) GTEST_SKIP() << corpus::CorpusAbsentReason();
   LoadIptablesGolden("default");
   auto tables = ReadTables();
   const Table* nat = FindTable(tables, Family::kIpv4, "nat");
@@ -378,6 +383,7 @@ TEST_F(NftReaderTest, IptablesNftDefaultGoldenDecodesToExpectedSemantics) {
 }
 
 TEST_F(NftReaderTest, HostprobeGoldensDecodeSetAndSnat) {
+  if (!corpus::HaveCorpus()) GTEST_SKIP() << corpus::CorpusAbsentReason();
   LoadNftGolden("hostprobe_ipv6");
   auto tables = ReadTables();
   const Table* nat = FindTable(tables, Family::kInet, "istio-ambient-nat");
@@ -399,6 +405,7 @@ TEST_F(NftReaderTest, HostprobeGoldensDecodeSetAndSnat) {
 }
 
 TEST_F(NftReaderTest, IptablesHostprobeResolvesIpsetNames) {
+  if (!corpus::HaveCorpus()) GTEST_SKIP() << corpus::CorpusAbsentReason();
   LoadIptablesGolden("hostprobe_ipv6");
   auto tables = ReadTables();
   const Table* nat4 = FindTable(tables, Family::kIpv4, "nat");
@@ -428,7 +435,13 @@ TEST_F(NftReaderTest, IptablesHostprobeResolvesIpsetNames) {
 
 // Every golden, both loaders: right backend tag, nothing undecoded in any Istio chain, and the
 // kernel view equals the text parser's view of the same golden, chain by chain.
-class GoldenTest : public NftReaderTest, public ::testing::WithParamInterface<std::string> {};
+class GoldenTest : public NftReaderTest, public ::testing::WithParamInterface<std::string> {
+ protected:
+  void SetUp() override {
+    if (!corpus::HaveCorpus()) GTEST_SKIP() << corpus::CorpusAbsentReason();
+    NftReaderTest::SetUp();
+  }
+};
 
 void CrossCheck(const std::vector<Table>& kernel, const std::vector<Table>& parsed) {
   for (const Table& p : parsed) {
@@ -454,7 +467,7 @@ TEST_P(GoldenTest, NativeNft) {
     EXPECT_EQ(t.family, Family::kInet) << t.name;
   }
   ExpectNoUnknown(tables);
-  auto parsed = ParseNftText(ReadFile(kGoldenDir + "nftables/testdata/" + GetParam() + ".golden"));
+  auto parsed = ParseNftText(ReadFile(GoldenDir() + "nftables/testdata/" + GetParam() + ".golden"));
   ASSERT_TRUE(parsed.ok()) << parsed.error().message;
   CrossCheck(tables, *parsed);
 }
@@ -468,7 +481,7 @@ TEST_P(GoldenTest, IptablesNft) {
   }
   ExpectNoUnknown(tables);
   auto [v4, v6] =
-      SplitIptablesGolden(ReadFile(kGoldenDir + "iptables/testdata/" + GetParam() + ".golden"));
+      SplitIptablesGolden(ReadFile(GoldenDir() + "iptables/testdata/" + GetParam() + ".golden"));
   auto parsed4 = ParseIptablesText(v4, Backend::kIptablesNft, Family::kIpv4);
   ASSERT_TRUE(parsed4.ok()) << parsed4.error().message;
   CrossCheck(tables, *parsed4);
@@ -680,9 +693,11 @@ TEST_F(NftReaderTest, EmptyIptablesNftTableFromProbeIsIptablesNft) {
   EXPECT_EQ(tables[0].backend, Backend::kIptablesNft);
 }
 
+// The lab's generators (equal to Istio's goldens, lab_rules_test) so this runs without the corpus.
 TEST_F(NftReaderTest, ReadingNeverChangesTheRuleset) {
-  LoadNftGolden("default_ipv6");
-  LoadIptablesGolden("default");
+  LoadNft(lab::NftInpodScript({.dns_capture = true, .ipv6 = true}, lab::SnatConfig{}));
+  Restore("iptables-nft-restore",
+          lab::IptablesInpodRestore({.dns_capture = true}, Family::kIpv4, lab::SnatConfig{}));
   std::string before = Capture(Exec("nft list ruleset"));
   ASSERT_FALSE(before.empty());
   auto result = InNetns([] {

@@ -11,6 +11,7 @@
 
 #include "../unit/rule_golden_util.h"
 #include "netns_test_util.h"
+#include "shared_corpus.h"
 #include "sources/text/rule_text.h"
 
 namespace ad {
@@ -48,7 +49,7 @@ class RenderRoundTrip : public ::testing::TestWithParam<std::string> {
     if (!testing::IsRoot()) {
       GTEST_SKIP() << "needs root: creates a network namespace and loads netfilter rules";
     }
-    if (!golden::HaveCorpus()) GTEST_SKIP() << "shared corpus (AD_SHARED_DIR/corpus) not present";
+    if (!corpus::HaveCorpus()) GTEST_SKIP() << corpus::CorpusAbsentReason();
     for (const char* tool : {"iptables-legacy-restore", "iptables-nft-restore", "nft", "ipset"}) {
       if (testing::Run(std::string("command -v ") + tool) != 0) {
         GTEST_SKIP() << tool << " not installed";

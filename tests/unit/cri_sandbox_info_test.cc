@@ -7,18 +7,18 @@
 #include <sstream>
 #include <string>
 
+#include "shared_corpus.h"
 #include "sources/cri/sandbox_info.h"
 
 namespace ad::cri {
 namespace {
 
-const std::string kCorpus = std::string(AD_SHARED_DIR) + "/corpus/cri/";
 const std::string kContainerdPin =
     "/run/containerd/io.containerd.grpc.v1.cri/netns/cni-38825486-8ced-638e-5ff1-7688e309fdbd";
 const std::string kCrioPin = "/var/run/netns/5a1c2f0e-7b1d-4c59-9d2b-3f0e8a6c1d2e";
 
 std::string ReadFixture(const std::string& name) {
-  std::ifstream in(kCorpus + name);
+  std::ifstream in(corpus::CorpusPath("cri") / name);
   std::stringstream buffer;
   buffer << in.rdbuf();
   return buffer.str();
@@ -27,7 +27,7 @@ std::string ReadFixture(const std::string& name) {
 class CriFixtureTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!std::filesystem::is_directory(kCorpus)) GTEST_SKIP() << kCorpus << " is absent";
+    if (!corpus::HaveCorpus()) GTEST_SKIP() << corpus::CorpusAbsentReason();
   }
 };
 

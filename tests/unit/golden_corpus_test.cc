@@ -12,6 +12,7 @@
 
 #include "analysis/analysis.h"
 #include "analysis_fixtures.h"
+#include "shared_corpus.h"
 #include "sources/text/rule_text.h"
 
 namespace ad {
@@ -19,11 +20,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-fs::path GoldenDir() { return fs::path(AD_SHARED_DIR) / "corpus" / "istio-golden"; }
-
-#define SKIP_WITHOUT_CORPUS()                                                          \
-  if (!fs::exists(GoldenDir())) GTEST_SKIP() << "no golden corpus at " << GoldenDir(); \
-  static_assert(true)
+fs::path GoldenDir() { return corpus::CorpusPath("istio-golden"); }
+fs::path ObservedDir() { return corpus::CorpusPath("netfilter-observed"); }
 
 std::string ReadFile(const fs::path& path) {
   std::ifstream in(path);
@@ -124,7 +122,7 @@ std::vector<Table> ParseGolden(Backend backend, const fs::path& path) {
 }
 
 TEST(GoldenCorpus, AmbientGoldensAreHealthyPodsOfTheirVariant) {
-  SKIP_WITHOUT_CORPUS();
+  if (!corpus::HaveCorpus()) GTEST_SKIP() << corpus::CorpusAbsentReason();
   int checked = 0;
   for (const BackendCase& backend : AmbientBackends()) {
     for (const AmbientCase& golden : AmbientCases()) {
@@ -160,7 +158,7 @@ TEST(GoldenCorpus, AmbientGoldensAreHealthyPodsOfTheirVariant) {
 }
 
 TEST(GoldenCorpus, HostprobeGoldensAreHostRules) {
-  SKIP_WITHOUT_CORPUS();
+  if (!corpus::HaveCorpus()) GTEST_SKIP() << corpus::CorpusAbsentReason();
   for (const BackendCase& backend : AmbientBackends()) {
     for (bool ipv6 : {false, true}) {
       const fs::path path =
@@ -203,7 +201,7 @@ TEST(GoldenCorpus, HostprobeGoldensAreHostRules) {
 // goldens (tools/istio-*/pkg/builder/testdata) hold placeholder tables and chains, not sidecar
 // rules, and are not part of this test.
 TEST(GoldenCorpus, SidecarGoldensAreSidecarMode) {
-  SKIP_WITHOUT_CORPUS();
+  if (!corpus::HaveCorpus()) GTEST_SKIP() << corpus::CorpusAbsentReason();
   struct SidecarDir {
     std::string dir;
     bool nft;
@@ -235,7 +233,7 @@ TEST(GoldenCorpus, SidecarGoldensAreSidecarMode) {
 
 // The lab fault "sidecar rules added to an ambient pod", with a real sidecar golden.
 TEST(GoldenCorpus, SidecarGoldenInAmbientPodIsOnlyConflict) {
-  SKIP_WITHOUT_CORPUS();
+  if (!corpus::HaveCorpus()) GTEST_SKIP() << corpus::CorpusAbsentReason();
   const AmbientVariant variant{true, false, {}, false};
   for (const BackendCase& backend : AmbientBackends()) {
     NodeSnapshot node;
@@ -258,7 +256,7 @@ TEST(GoldenCorpus, SidecarGoldenInAmbientPodIsOnlyConflict) {
 
 // The expected-rule templates equal the parsed goldens rule for rule (same order).
 TEST(GoldenCorpus, TemplatesEqualGoldenDefault) {
-  SKIP_WITHOUT_CORPUS();
+  if (!corpus::HaveCorpus()) GTEST_SKIP() << corpus::CorpusAbsentReason();
   const AmbientVariant variant{true, false, {}, true};
   istio::ProbeSnat snat;
   snat.v6 = "e9ac:1e77:90ca:399f:4d6d:ece2:2f9b:3164";
@@ -287,11 +285,9 @@ TEST(GoldenCorpus, TemplatesEqualGoldenDefault) {
   }
 }
 
-fs::path ObservedDir() { return fs::path(AD_SHARED_DIR) / "corpus" / "netfilter-observed"; }
-
 // Real iptables-save output after the 1.30.5 flip (facts §5.5): one full copy per backend.
 TEST(ObservedCorpus, FlipSaveOutputIsOnlyMixedBackend) {
-  if (!fs::exists(ObservedDir())) GTEST_SKIP() << "no observed corpus at " << ObservedDir();
+  if (!corpus::HaveCorpus()) GTEST_SKIP() << corpus::CorpusAbsentReason();
   const AmbientVariant variant{true, false, {}, false};
   NetnsSnapshot pod = test::EmptyNetns("/run/netns/flipped", 4026532300);
   for (const auto& [file, backend] :
@@ -314,8 +310,8 @@ TEST(ObservedCorpus, FlipSaveOutputIsOnlyMixedBackend) {
 
 // Real `nft list ruleset` of the native nft default_ipv6 rule set is a healthy pod.
 TEST(ObservedCorpus, NativeNftListingIsHealthy) {
+  if (!corpus::HaveCorpus()) GTEST_SKIP() << corpus::CorpusAbsentReason();
   const fs::path path = ObservedDir() / "native-nft-list-ruleset-default_ipv6.txt";
-  if (!fs::exists(path)) GTEST_SKIP() << "no observed listing at " << path;
   const AmbientVariant variant{true, false, {}, true};
   NetnsSnapshot pod = test::EmptyNetns("/run/netns/native", 4026532301);
   pod.netfilter.tables = ParseNftGolden(path);

@@ -9,13 +9,14 @@
 
 #include "lab/lab.h"
 #include "lab/rules.h"
+#include "shared_corpus.h"
 
 namespace ad::lab {
 namespace {
 
 namespace fs = std::filesystem;
 
-const fs::path kGoldenRoot = fs::path(AD_SHARED_DIR) / "corpus/istio-golden/cni/pkg";
+fs::path GoldenRoot() { return corpus::CorpusPath("istio-golden/cni/pkg"); }
 
 std::vector<std::string> Lines(const std::string& text) {
   std::vector<std::string> lines;
@@ -56,8 +57,8 @@ std::vector<GoldenCase> Cases() {
 class LabRulesGoldenTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!fs::is_directory(kGoldenRoot)) {
-      GTEST_SKIP() << "Istio goldens not found at " << kGoldenRoot << " (shared corpus absent)";
+    if (!corpus::HaveCorpus()) {
+      GTEST_SKIP() << corpus::CorpusAbsentReason();
     }
   }
 };
@@ -82,7 +83,7 @@ TEST_F(LabRulesGoldenTest, IptablesMatchesAllGoldens) {
         if (ipv6) text += IptablesInpodRestore(variant, Family::kIpv6, snat);
       }
       // The goldens open with the verify step's 2-line command log.
-      EXPECT_EQ(Lines(text), GoldenLines(kGoldenRoot / "iptables/testdata" / file, 2));
+      EXPECT_EQ(Lines(text), GoldenLines(GoldenRoot() / "iptables/testdata" / file, 2));
       ++compared;
     }
   }
@@ -100,7 +101,7 @@ TEST_F(LabRulesGoldenTest, NftMatchesAllGoldens) {
       variant.ipv6 = ipv6;
       const std::string text =
           golden.host ? NftHostScript(ipv6, snat) : NftInpodScript(variant, snat);
-      EXPECT_EQ(Lines(text), GoldenLines(kGoldenRoot / "nftables/testdata" / file, 0));
+      EXPECT_EQ(Lines(text), GoldenLines(GoldenRoot() / "nftables/testdata" / file, 0));
       ++compared;
     }
   }

@@ -14,13 +14,13 @@
 #include <vector>
 
 #include "model/rule.h"
+#include "shared_corpus.h"
 
 namespace ad::golden {
 
-inline std::string SharedDir() { return AD_SHARED_DIR; }
-inline bool HaveCorpus() { return std::filesystem::is_directory(SharedDir() + "/corpus"); }
+// Callers check corpus::HaveCorpus() first.
 inline std::string AmbientDir(std::string_view backend) {
-  return SharedDir() + "/corpus/istio-golden/cni/pkg/" + std::string(backend) + "/testdata/";
+  return corpus::CorpusPath("istio-golden/cni/pkg/" + std::string(backend) + "/testdata/").string();
 }
 
 inline std::string ReadText(const std::string& path) {

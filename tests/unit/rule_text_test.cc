@@ -7,13 +7,12 @@
 #include <vector>
 
 #include "rule_golden_util.h"
+#include "shared_corpus.h"
 
 namespace ad {
 namespace {
 
 using golden::AddrFilter;
-
-constexpr char kNoCorpus[] = "shared corpus (AD_SHARED_DIR/corpus) not present";
 
 std::vector<Table> ParseIpt(const std::string& text, Family family = Family::kIpv4) {
   auto parsed = ParseIptablesText(text, Backend::kIptablesLegacy, family);
@@ -280,7 +279,7 @@ AmbientParse ParseAmbientCase(const std::string& name) {
 }
 
 TEST(AmbientGoldens, AllParseWithoutUnknown) {
-  if (!golden::HaveCorpus()) GTEST_SKIP() << kNoCorpus;
+  if (!corpus::HaveCorpus()) GTEST_SKIP() << corpus::CorpusAbsentReason();
   int files = 0;
   for (const auto& name : golden::AllAmbientCases()) {
     const AmbientParse p = ParseAmbientCase(name);
@@ -297,7 +296,7 @@ TEST(AmbientGoldens, AllParseWithoutUnknown) {
 }
 
 TEST(AmbientGoldens, IptablesAndNftAgreePerChainRole) {
-  if (!golden::HaveCorpus()) GTEST_SKIP() << kNoCorpus;
+  if (!corpus::HaveCorpus()) GTEST_SKIP() << corpus::CorpusAbsentReason();
   for (const auto& name : golden::AllAmbientCases()) {
     if (name.starts_with("hostprobe")) continue;  // different design per backend, tested below
     const AmbientParse p = ParseAmbientCase(name);
@@ -316,7 +315,7 @@ TEST(AmbientGoldens, IptablesAndNftAgreePerChainRole) {
 // Host probe SNAT: iptables matches "socket exists", nft matches kubelet's uid instead, and nft
 // puts the rule straight into its base chain. Everything else must agree.
 TEST(AmbientGoldens, HostprobeBackendsDifferOnlyInOwnerMatch) {
-  if (!golden::HaveCorpus()) GTEST_SKIP() << kNoCorpus;
+  if (!corpus::HaveCorpus()) GTEST_SKIP() << corpus::CorpusAbsentReason();
   const AmbientParse p = ParseAmbientCase("hostprobe_ipv6");
   const auto strip_owner = [](RuleSemantics sem) {
     std::erase_if(sem.matches, [](const Match& m) {
@@ -343,8 +342,8 @@ TEST(AmbientGoldens, HostprobeBackendsDifferOnlyInOwnerMatch) {
 }
 
 TEST(ObservedCorpus, SaveOutputsAndRestoreInputMatchGolden) {
-  if (!golden::HaveCorpus()) GTEST_SKIP() << kNoCorpus;
-  const std::string observed = golden::SharedDir() + "/corpus/netfilter-observed/";
+  if (!corpus::HaveCorpus()) GTEST_SKIP() << corpus::CorpusAbsentReason();
+  const std::string observed = corpus::CorpusPath("netfilter-observed/").string();
   const auto expected =
       ParseIpt(golden::ReadText(golden::AmbientDir("iptables") + "default.golden"));
   ASSERT_EQ(expected.size(), 3u);
@@ -357,9 +356,9 @@ TEST(ObservedCorpus, SaveOutputsAndRestoreInputMatchGolden) {
 }
 
 TEST(ObservedCorpus, NftListingMatchesNativeScript) {
-  if (!golden::HaveCorpus()) GTEST_SKIP() << kNoCorpus;
+  if (!corpus::HaveCorpus()) GTEST_SKIP() << corpus::CorpusAbsentReason();
   const auto listed = ParseNft(golden::ReadText(
-      golden::SharedDir() + "/corpus/netfilter-observed/native-nft-list-ruleset-default_ipv6.txt"));
+      corpus::CorpusPath("netfilter-observed/native-nft-list-ruleset-default_ipv6.txt")));
   const auto script =
       ParseNft(golden::ReadText(golden::AmbientDir("nftables") + "default_ipv6.golden"));
   std::string why;
@@ -368,9 +367,9 @@ TEST(ObservedCorpus, NftListingMatchesNativeScript) {
 
 // nft's view of the iptables-nft copy: everything but the untranslatable "xt target CT" agrees.
 TEST(ObservedCorpus, NftListingOfIptablesNftCopy) {
-  if (!golden::HaveCorpus()) GTEST_SKIP() << kNoCorpus;
-  const auto listed = ParseNft(golden::ReadText(
-      golden::SharedDir() + "/corpus/netfilter-observed/flip-nft-list-ruleset.txt"));
+  if (!corpus::HaveCorpus()) GTEST_SKIP() << corpus::CorpusAbsentReason();
+  const auto listed = ParseNft(
+      golden::ReadText(corpus::CorpusPath("netfilter-observed/flip-nft-list-ruleset.txt")));
   const auto expected =
       ParseIpt(golden::ReadText(golden::AmbientDir("iptables") + "default.golden"));
   ASSERT_EQ(listed.size(), 3u);
@@ -404,15 +403,14 @@ TEST(ObservedCorpus, NftListingOfIptablesNftCopy) {
 
 std::vector<std::filesystem::path> GoldenFiles(const std::string& relative_dir) {
   std::vector<std::filesystem::path> out;
-  const std::string dir = golden::SharedDir() + "/corpus/istio-golden/" + relative_dir;
-  if (!std::filesystem::is_directory(dir)) return out;
+  const std::filesystem::path dir = corpus::CorpusPath("istio-golden/" + relative_dir);
   for (const auto& entry : std::filesystem::directory_iterator(dir)) out.push_back(entry.path());
   std::sort(out.begin(), out.end());
   return out;
 }
 
 TEST(SidecarGoldens, ParseWithoutCrash) {
-  if (!golden::HaveCorpus()) GTEST_SKIP() << kNoCorpus;
+  if (!corpus::HaveCorpus()) GTEST_SKIP() << corpus::CorpusAbsentReason();
   size_t files = 0;
   for (const char* dir : {"tools/istio-iptables/pkg/capture/testdata", "cni/pkg/plugin/testdata"}) {
     for (const auto& path : GoldenFiles(dir)) {
@@ -446,7 +444,7 @@ void ExpectNftRoundTrip(const std::string& text, const std::string& what) {
 }
 
 TEST(RenderRoundTrip, AmbientGoldens) {
-  if (!golden::HaveCorpus()) GTEST_SKIP() << kNoCorpus;
+  if (!corpus::HaveCorpus()) GTEST_SKIP() << corpus::CorpusAbsentReason();
   for (const auto& name : golden::AllAmbientCases()) {
     const auto [v4, v6] = golden::SplitIptablesGolden(
         golden::ReadText(golden::AmbientDir("iptables") + name + ".golden"));
@@ -457,7 +455,7 @@ TEST(RenderRoundTrip, AmbientGoldens) {
 }
 
 TEST(RenderRoundTrip, SidecarGoldens) {
-  if (!golden::HaveCorpus()) GTEST_SKIP() << kNoCorpus;
+  if (!corpus::HaveCorpus()) GTEST_SKIP() << corpus::CorpusAbsentReason();
   for (const char* dir : {"tools/istio-iptables/pkg/capture/testdata", "cni/pkg/plugin/testdata"}) {
     for (const auto& path : GoldenFiles(dir)) {
       const auto [v4, v6] = golden::SplitIptablesGolden(golden::ReadText(path));
