@@ -457,7 +457,7 @@ int RunFindings(const std::vector<std::string>& args) {
     j.BeginArray();
     for (const auto& c : AllFindingCodes()) {
       j.BeginObject().Field("code", c.name).Field("severity", SeverityName(c.severity));
-      j.Field("meaning", c.meaning).EndObject();
+      j.Field("meaning", c.meaning).Field("hint", c.hint).EndObject();
     }
     j.EndArray();
     std::fputs((j.str() + "\n").c_str(), stdout);

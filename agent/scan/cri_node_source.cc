@@ -107,7 +107,7 @@ void CriNodeSource::Collect(NodeSnapshot& snapshot) {
     if (!status.ok()) {
       state.errors.push_back(status.error());
       // After a deadline the runtime is hung: stop instead of paying one deadline per pod.
-      if (status.error().message.find("DEADLINE_EXCEEDED") != std::string::npos) {
+      if (status.error().error_number == ETIMEDOUT) {
         not_inspected = 1;
       }
       state.pods.push_back(std::move(pod));

@@ -227,8 +227,8 @@ class ContainerdFixture {
   static constexpr const char* kCniBinDir = "/usr/lib/cni";
 
   static std::string ScriptDir() {
-    return (std::filesystem::path(__FILE__).parent_path().parent_path() / "sim" / "containerd")
-        .string();
+    // Not __FILE__: ccache (CCACHE_BASEDIR) compiles with relative paths.
+    return std::string(AD_SOURCE_DIR) + "/tests/sim/containerd";
   }
 
   // Global paths containerd/runc/CNI write whatever the config says (facts §4 pitfalls).

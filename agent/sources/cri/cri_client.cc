@@ -3,6 +3,8 @@
 #include <grpcpp/grpcpp.h>
 #include <sys/stat.h>
 
+#include <cerrno>
+
 namespace ad::cri {
 namespace {
 
@@ -89,6 +91,17 @@ std::string DescribeStatus(const std::string& call, const grpc::Status& status) 
   return text;
 }
 
+// A failed call as a typed error: a deadline is ETIMEDOUT, so callers can tell a hung runtime
+// from a refusing one without reading the message.
+SourceError StatusError(const std::string& call, const grpc::Status& status) {
+  std::string text = DescribeStatus(call, status);
+  int error_number = EPROTO;
+  if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) error_number = ETIMEDOUT;
+  if (status.error_code() == grpc::StatusCode::UNAVAILABLE) error_number = ECONNREFUSED;
+  if (status.error_code() == grpc::StatusCode::PERMISSION_DENIED) error_number = EACCES;
+  return SourceError{SourceKind::kCri, std::move(text), error_number};
+}
+
 CriClient::CriClient(std::string endpoint, std::shared_ptr<grpc::Channel> channel,
                      std::chrono::milliseconds call_timeout)
     : endpoint_(std::move(endpoint)),
@@ -156,7 +169,7 @@ Result<runtime::v1::VersionResponse> CriClient::Version() {
   request.set_version("v1");
   runtime::v1::VersionResponse response;
   const grpc::Status status = stub_->Version(&context, request, &response);
-  if (!status.ok()) return SourceError{SourceKind::kCri, DescribeStatus("Version", status)};
+  if (!status.ok()) return StatusError("Version", status);
   return response;
 }
 
@@ -169,7 +182,7 @@ Result<std::vector<runtime::v1::PodSandbox>> CriClient::ListPodSandbox(bool read
   }
   runtime::v1::ListPodSandboxResponse response;
   const grpc::Status status = stub_->ListPodSandbox(&context, request, &response);
-  if (!status.ok()) return SourceError{SourceKind::kCri, DescribeStatus("ListPodSandbox", status)};
+  if (!status.ok()) return StatusError("ListPodSandbox", status);
   std::vector<runtime::v1::PodSandbox> items(
       std::make_move_iterator(response.mutable_items()->begin()),
       std::make_move_iterator(response.mutable_items()->end()));
@@ -186,7 +199,7 @@ Result<runtime::v1::PodSandboxStatusResponse> CriClient::PodSandboxStatus(
   runtime::v1::PodSandboxStatusResponse response;
   const grpc::Status status = stub_->PodSandboxStatus(&context, request, &response);
   if (!status.ok()) {
-    return SourceError{SourceKind::kCri, DescribeStatus("PodSandboxStatus " + sandbox_id, status)};
+    return StatusError("PodSandboxStatus " + sandbox_id, status);
   }
   return response;
 }
