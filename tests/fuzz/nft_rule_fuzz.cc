@@ -167,7 +167,7 @@ size_t WellFramedPrefix(const uint8_t* data, size_t size) {
 
 // Interposes libc's exit() for libnftnl's "kernel ABI is broken" exit while a message is parsed;
 // every other caller (libFuzzer at the end of a run) gets the real one.
-extern "C" [[noreturn]] void exit(int status) noexcept {
+extern "C" void exit(int status) noexcept {  // noreturn, as <stdlib.h> declares it
   if (abi_breakage_escape != nullptr) std::longjmp(*abi_breakage_escape, 1);
   using ExitFunction = void (*)(int);
   auto real_exit = reinterpret_cast<ExitFunction>(dlsym(RTLD_NEXT, "exit"));
