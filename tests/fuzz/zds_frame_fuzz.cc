@@ -28,8 +28,15 @@ struct Wire {
   ad::UniqueFd sender;
   ad::UniqueFd receiver;
   ad::UniqueFd netns;
-  int lowest_free_fd = -1;
 };
+
+// The fd number the next open would get: back to where it was when every fd that arrived with
+// a record has been closed again.
+int LowestFreeFd() {
+  const int probe = ::fcntl(0, F_DUPFD_CLOEXEC, 0);
+  ::close(probe);
+  return probe;
+}
 
 // One socketpair for the whole run: a fresh one per input would cost more than the decoding.
 Wire MakeWire() {
@@ -40,8 +47,6 @@ Wire MakeWire() {
   wire.receiver = ad::UniqueFd(pair[1]);
   wire.netns = ad::UniqueFd(::open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC));
   if (!wire.netns.valid()) std::abort();
-  wire.lowest_free_fd = ::fcntl(0, F_DUPFD_CLOEXEC, 0);
-  ::close(wire.lowest_free_fd);
   return wire;
 }
 
@@ -85,6 +90,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const int message_type = (data[0] >> 2) % 3;
   const std::string_view record(reinterpret_cast<const char*>(data) + 1,
                                 std::min(size - 1, kMaxRecordBytes));
+  const int lowest_free_fd = LowestFreeFd();  // per input: libFuzzer opens files in between
   if (!SendWithFds(wire.sender.get(), record, wire.netns.get(), fd_count)) return 0;
   {
     auto received = ad::zds::ReceiveRecord(wire.receiver.get(), 1000, 1);
@@ -111,9 +117,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       }
     }
   }
-  // Every fd that arrived was closed with the record.
-  const int probe = ::fcntl(0, F_DUPFD_CLOEXEC, 0);
-  ::close(probe);
-  if (probe != wire.lowest_free_fd) std::abort();
+  // Every fd that arrived was closed with the record, or by ReceiveRecord on an error.
+  if (LowestFreeFd() != lowest_free_fd) std::abort();
   return 0;
 }
