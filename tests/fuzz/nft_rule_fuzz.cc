@@ -3,16 +3,17 @@
 // mnl_cb_run, each message parsed into an nftnl_rule by libnftnl, decoded, canonicalized and
 // rendered. Seeds are real rule messages captured from netns loaded by iptables-nft and nft.
 //
-// libmnl and libnftnl trust the kernel for what they do not check: message lengths below 2^31
-// (libmnl 1.0.4's mnl_nlmsg_ok compares them as int), every expression carrying NFTA_EXPR_NAME
-// (libnftnl 1.2.4 dereferences it unchecked), jump verdicts naming their chain and
-// NUL-terminated strings (it strdup()s both), and
-// attribute sizes: a u32 attribute of another size is "kernel ABI is broken" and libnftnl calls
-// exit(). The target keeps the other guarantees (the buffer is cut at the first message that
-// does not fit, messages without names or chains are skipped, the buffer ends in zeros) and turns
-// that exit() into a rejected message, so what it finds is in our decoder, not in the libraries'
-// trust of the kernel. (The expression being parsed then leaks inside libnftnl; scripts/fuzz
-// suppresses leaks allocated by libnftnl.)
+// libmnl and libnftnl trust the kernel for what they do not check, and the kernel never sends:
+// - message lengths of 2^31 or more (libmnl 1.0.4's mnl_nlmsg_ok compares them as int),
+// - an expression without NFTA_EXPR_NAME, a jump verdict without its chain (libnftnl 1.2.4
+//   dereferences both unchecked), strings without their NUL (it strdup()s them),
+// - an attribute of the wrong size ("nf_tables kernel ABI is broken": libnftnl calls exit()).
+// The target keeps the kernel's guarantees (the buffer is cut at the first message that does not
+// fit, messages without names or chains are skipped, the buffer ends in zeros) and turns that
+// exit() into a rejected message, so what it finds is in our decoder, not in the libraries' trust
+// of the kernel. The expression being parsed at the exit() leaks inside libnftnl: scripts/fuzz
+// suppresses those leaks (tests/fuzz/lsan.supp) and runs this target without per-input leak
+// scans.
 #include <arpa/inet.h>
 #include <dlfcn.h>
 #include <libmnl/libmnl.h>
