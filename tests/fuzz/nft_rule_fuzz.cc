@@ -5,15 +5,16 @@
 //
 // libmnl and libnftnl trust the kernel for what they do not check, and the kernel never sends:
 // - message lengths of 2^31 or more (libmnl 1.0.4's mnl_nlmsg_ok compares them as int),
-// - an expression without NFTA_EXPR_NAME, a jump verdict without its chain (libnftnl 1.2.4
-//   dereferences both unchecked), strings without their NUL (it strdup()s them),
+// - an expression without NFTA_EXPR_NAME, a verdict without its code or a jump without its chain
+//   (libnftnl 1.2.4 dereferences the name unchecked and reads the verdict's attributes from an
+//   uninitialized array), strings without their NUL (it strdup()s them),
 // - an attribute of the wrong size ("nf_tables kernel ABI is broken": libnftnl calls exit()).
 // The target keeps the kernel's guarantees (the buffer is cut at the first message that does not
-// fit, messages without names or chains are skipped, the buffer ends in zeros) and turns that
-// exit() into a rejected message, so what it finds is in our decoder, not in the libraries' trust
-// of the kernel. The expression being parsed at the exit() leaks inside libnftnl: scripts/fuzz
-// suppresses those leaks (tests/fuzz/lsan.supp) and runs this target without per-input leak
-// scans.
+// fit, messages without names or with incomplete verdicts are skipped, the buffer ends in zeros)
+// and turns that exit() into a rejected message, so what it finds is in our decoder, not in the
+// libraries' trust of the kernel. The expression being parsed at the exit() leaks inside libnftnl:
+// scripts/fuzz suppresses those leaks (tests/fuzz/lsan.supp) and runs this target without per-input
+// leak scans.
 #include <arpa/inet.h>
 #include <dlfcn.h>
 #include <libmnl/libmnl.h>
@@ -73,10 +74,10 @@ void ForEachNested(const nlattr* nest, Visit visit) {
   ForEachAttribute(payload, payload + mnl_attr_get_payload_len(nest), visit);
 }
 
-// A data attribute (nested NFTA_DATA_*) whose verdict jumps names its chain, as the kernel's do
-// (libnftnl 1.2.4 strdup()s the missing chain name).
-bool JumpsNameTheirChain(const nlattr* data) {
-  bool ok = true;
+// A data attribute (nested NFTA_DATA_*) whose verdict has its code, and its chain when it jumps,
+// as the kernel's do: libnftnl 1.2.4 reads both from an uninitialized array when they are absent.
+bool VerdictsComplete(const nlattr* data) {
+  bool complete = true;
   ForEachNested(data, [&](const nlattr* value) {
     if (mnl_attr_get_type(value) != NFTA_DATA_VERDICT) return;
     std::optional<int32_t> code;
@@ -88,13 +89,13 @@ bool JumpsNameTheirChain(const nlattr* data) {
       }
       has_chain = has_chain || mnl_attr_get_type(field) == NFTA_VERDICT_CHAIN;
     });
-    if (code && (*code == NFT_JUMP || *code == NFT_GOTO) && !has_chain) ok = false;
+    if (!code || ((*code == NFT_JUMP || *code == NFT_GOTO) && !has_chain)) complete = false;
   });
-  return ok;
+  return complete;
 }
 
 // The kernel's shape of every expression: it is named, and any attribute of its data that reads
-// as a data nest has well-formed jumps (which attributes are data nests depends on the
+// as a data nest has complete verdicts (which attributes are data nests depends on the
 // expression; checking every one only drops a few more mutated inputs).
 bool ExpressionsKernelShaped(const nlmsghdr* message) {
   if (mnl_nlmsg_get_payload_len(message) < sizeof(nfgenmsg)) return true;  // libnftnl rejects it
@@ -108,7 +109,7 @@ bool ExpressionsKernelShaped(const nlmsghdr* message) {
                          has_name = has_name || mnl_attr_get_type(field) == NFTA_EXPR_NAME;
                          if (mnl_attr_get_type(field) != NFTA_EXPR_DATA) return;
                          ForEachNested(field, [&](const nlattr* data) {
-                           shaped = shaped && JumpsNameTheirChain(data);
+                           shaped = shaped && VerdictsComplete(data);
                          });
                        });
                        shaped = shaped && has_name;
