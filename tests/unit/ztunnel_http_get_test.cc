@@ -267,6 +267,9 @@ TEST(HttpResponseParser, RejectsBadFraming) {
       {"HTTP/1.1 2OO OK\r\n\r\n", "malformed status line \"HTTP/1.1 2OO OK\""},
       {"HTTP/2 200\r\n\r\n", "malformed status line \"HTTP/2 200\""},
       {"HTTP/1.1 200 OK\r\nno colon here\r\n\r\n", "malformed header line \"no colon here\""},
+      // Found by http_response_fuzz: the name trimmed to "" and was kept as a header.
+      {"HTTP/1.1 200 OK\r\n\r: chunked\r\n\r\n", "malformed header line \"\\x0d: chunked\""},
+      {"HTTP/1.1 200 OK\r\n \t: x\r\n\r\n", "malformed header line \" \\x09: x\""},
       {"HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n", "invalid Content-Length \"-1\""},
       {"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\n",
        "invalid Content-Length \"4\""},

@@ -451,7 +451,8 @@ class RuleDecoder {
     uint32_t saddr = family == Family::kIpv6 ? 8 : 12;
     for (int field = 0; field < 2; ++field) {
       uint32_t start = saddr + field * size;
-      if (v.offset >= start && v.offset + v.len <= start + size && v.len > 0) {
+      // Subtractions, not v.offset + v.len: an offset near 2^32 must not wrap into the field.
+      if (v.len > 0 && v.len <= size && v.offset >= start && v.offset - start <= size - v.len) {
         *field_start = start;
         return field;
       }

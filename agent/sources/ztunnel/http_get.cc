@@ -263,11 +263,13 @@ HttpResponseParser::Progress HttpResponseParser::ParseHeaders() {
     line_start = next;
     if (line.empty()) break;
     const size_t colon = line.find(':');
-    if (colon == std::string_view::npos || colon == 0) {
+    // A name of only blanks or CRs trims to nothing: as malformed as no name at all.
+    const std::string_view name =
+        colon == std::string_view::npos ? std::string_view() : Trim(line.substr(0, colon));
+    if (name.empty()) {
       return Fail(EPROTO, "malformed header line " + Quote(line));
     }
-    response.headers.emplace_back(Lower(Trim(line.substr(0, colon))),
-                                  std::string(Trim(line.substr(colon + 1))));
+    response.headers.emplace_back(Lower(name), std::string(Trim(line.substr(colon + 1))));
   }
   cursor_ = line_start;
   response_ = std::move(response);
