@@ -37,7 +37,7 @@ void WriteFile(const std::string& path, const void* data, size_t size) {
 }
 
 int CaptureNft(const std::string& dir, const std::string& prefix) {
-  auto socket = ad::nl::OpenNetfilterSocket("capture");
+  auto socket = ad::nl::OpenNetfilterSocket(ad::SourceKind::kNftables);
   if (!socket.ok()) {
     std::fprintf(stderr, "%s\n", socket.error().message.c_str());
     return 1;
@@ -46,11 +46,12 @@ int CaptureNft(const std::string& dir, const std::string& prefix) {
   nlmsghdr* request =
       nftnl_nlmsg_build_hdr(buffer.data(), NFT_MSG_GETRULE, NFPROTO_UNSPEC, NLM_F_DUMP, 0);
   int count = 0;
-  auto error = ad::nl::RunRequest(
-      socket->get(), request, "capture", "NFT_MSG_GETRULE dump", [&](const nlmsghdr* message) {
-        WriteFile(dir + "/" + prefix + "_" + std::to_string(count++), message, message->nlmsg_len);
-        return ad::nl::Next::kContinue;
-      });
+  auto error = ad::nl::RunRequest(socket->get(), request, ad::SourceKind::kNftables,
+                                  "NFT_MSG_GETRULE dump", [&](const nlmsghdr* message) {
+                                    WriteFile(dir + "/" + prefix + "_" + std::to_string(count++),
+                                              message, message->nlmsg_len);
+                                    return ad::nl::Next::kContinue;
+                                  });
   if (error) {
     std::fprintf(stderr, "%s\n", error->message.c_str());
     return 1;
