@@ -85,6 +85,8 @@ std::string_view ActionKindName(ActionKind k) {
       return "notrack";
     case ActionKind::kLog:
       return "log";
+    case ActionKind::kVerdictMap:
+      return "verdict_map";
     case ActionKind::kUnknown:
       return "unknown";
   }
@@ -135,7 +137,9 @@ void RenderIptablesTable(const Table& t, std::string& out) {
 void RenderNftTable(const Table& t, std::string& out) {
   out += "table " + std::string(NftFamilyKeyword(t.family)) + " " + t.name + " {\n";
   for (const auto& s : t.sets) {
-    out += "\tset " + s.name + " {\n\t\ttype " + s.key_type + "\n";
+    const bool map = !s.data_type.empty();
+    out += std::string(map ? "\tmap " : "\tset ") + s.name + " {\n\t\ttype " + s.key_type +
+           (map ? " : " + s.data_type : "") + "\n";
     if (!s.comment.empty()) out += "\t\tcomment \"" + s.comment + "\"\n";
     if (!s.elements.empty()) {
       out += "\t\telements = { ";
@@ -150,7 +154,7 @@ void RenderNftTable(const Table& t, std::string& out) {
       out += "\t\ttype " + c.type + " hook " + c.hook + " priority " + std::to_string(c.priority) +
              "; policy " + (c.policy.empty() ? "accept" : c.policy) + ";\n";
     }
-    for (const auto& r : c.rules) out += "\t\t" + RenderRule(t.backend, t.family, c.name, r) + "\n";
+    for (const auto& r : c.rules) out += "\t\t" + RenderRule(t, c.name, r) + "\n";
     out += "\t}\n";
   }
   out += "}\n";
@@ -252,18 +256,22 @@ std::string RenderRulesJson(const NetnsSnapshot& ns, const NetnsClassification& 
       j.Key("rules").BeginArray();
       for (const auto& r : ch.rules) {
         j.BeginObject();
-        j.Field("text", RenderRule(t.backend, t.family, ch.name, r));
+        j.Field("text", RenderRule(t, ch.name, r));
         if (r.handle) j.Field("handle", r.handle);
         if (!r.comment.empty()) j.Field("comment", r.comment);
         j.Key("matches").BeginArray();
         for (const auto& m : r.sem.matches) {
           j.BeginObject().Field("kind", MatchKindName(m.kind)).Field("negated", m.negated);
-          j.Field("value", m.value).Field("value2", m.value2).Field("text", m.text).EndObject();
+          j.Field("value", m.value).Field("value2", m.value2).Field("text", m.text);
+          if (!m.elements.empty()) j.StringArray("elements", m.elements);
+          j.EndObject();
         }
         j.EndArray();
         j.Key("action").BeginObject().Field("kind", ActionKindName(r.sem.action.kind));
         j.Field("value", r.sem.action.value).Field("value2", r.sem.action.value2);
-        j.Field("value3", r.sem.action.value3).Field("text", r.sem.action.text).EndObject();
+        j.Field("value3", r.sem.action.value3).Field("text", r.sem.action.text);
+        if (!r.sem.action.elements.empty()) j.StringArray("elements", r.sem.action.elements);
+        j.EndObject();
         j.EndObject();
       }
       j.EndArray();
@@ -273,6 +281,8 @@ std::string RenderRulesJson(const NetnsSnapshot& ns, const NetnsClassification& 
     j.Key("sets").BeginArray();
     for (const auto& s : t.sets) {
       j.BeginObject().Field("name", s.name).Field("type", s.key_type);
+      if (!s.data_type.empty()) j.Field("data_type", s.data_type);
+      if (s.anonymous) j.Field("anonymous", true);
       j.StringArray("elements", s.elements).EndObject();
     }
     j.EndArray();

@@ -99,6 +99,100 @@ Family RuleFamily(Family table_family, const RuleSemantics& sem) {
   return Family::kInet;
 }
 
+// What renders one nft rule needs beyond the rule itself.
+struct NftContext {
+  Family family = Family::kInet;  // the rule's effective family (see RuleFamily)
+  Family table_family = Family::kInet;
+  uint32_t port_protocol = 0;  // tcp/udp/sctp when port fields take its name ("tcp dport")
+  const std::vector<NftSet>* sets = nullptr;  // the table's named sets, when known
+};
+
+std::string PortProtocol(const NftContext& ctx) {
+  return ctx.port_protocol == 0 ? "th" : ProtocolName(ctx.port_protocol);
+}
+
+std::vector<std::string_view> SplitOn(std::string_view text, std::string_view separator) {
+  std::vector<std::string_view> parts;
+  size_t start = 0;
+  while (true) {
+    const size_t at = text.find(separator, start);
+    parts.push_back(text.substr(start, at == std::string_view::npos ? at : at - start));
+    if (at == std::string_view::npos) return parts;
+    start = at + separator.size();
+  }
+}
+
+// Whether address field `index` of a lookup key is IPv6. The table family decides in ip/ip6
+// tables; in inet tables the set's contents or key type, the rule's other address matches, and
+// last the "-v6" naming convention.
+bool KeyFieldIsIpv6(const NftContext& ctx, const SetLookup& lookup,
+                    const std::vector<std::string>& elements, size_t index) {
+  if (ctx.family == Family::kIpv4) return false;
+  if (ctx.family == Family::kIpv6) return true;
+  if (!elements.empty()) {
+    const std::string_view element = elements.front();
+    const std::string_view key = element.substr(0, element.find(" : "));
+    const auto fields = SplitOn(key, " . ");
+    if (index < fields.size()) return IsIpv6Text(fields[index]);
+  }
+  if (ctx.sets != nullptr) {
+    for (const NftSet& set : *ctx.sets) {
+      if (set.name != lookup.set) continue;
+      const auto types = SplitOn(set.key_type, " . ");
+      if (index < types.size() && types[index] == "ipv6_addr") return true;
+      if (index < types.size() && types[index] == "ipv4_addr") return false;
+    }
+  }
+  return lookup.set.ends_with("v6");
+}
+
+// One key field in nft's spelling (see "Set lookups" in rule.h).
+std::string NftKeyField(const NftContext& ctx, std::string_view field, bool ipv6) {
+  if (field == "src" || field == "dst") {
+    return std::string(ipv6 ? "ip6 " : "ip ") + (field == "src" ? "saddr" : "daddr");
+  }
+  if (field == "sport" || field == "dport") return PortProtocol(ctx) + " " + std::string(field);
+  if (field == "l4proto" || field == "nfproto" || field == "mark" || field == "skuid" ||
+      field == "skgid") {
+    return "meta " + std::string(field);
+  }
+  if (field == "ctmark") return "ct mark";
+  if (field.starts_with("numgen-")) {
+    // numgen-<type>-mod-<n>[-<offset>]
+    const auto parts = SplitOn(field, "-");
+    std::string out = "numgen";
+    for (size_t i = 1; i < parts.size() && i < 4; ++i) out += " " + std::string(parts[i]);
+    if (parts.size() > 4) out += " offset " + std::string(parts[4]);
+    return out;
+  }
+  return std::string(field);  // iif oif iifname oifname, and anything newer: as nft spells it
+}
+
+std::string NftKeyText(const NftContext& ctx, const SetLookup& lookup,
+                       const std::vector<std::string>& elements) {
+  std::string out;
+  const auto fields = SplitOn(lookup.key, ".");
+  for (size_t i = 0; i < fields.size(); ++i) {
+    if (i > 0) out += " . ";
+    out += NftKeyField(ctx, fields[i], KeyFieldIsIpv6(ctx, lookup, elements, i));
+  }
+  return out;
+}
+
+std::string NftSetRef(std::string_view set, const std::vector<std::string>& elements) {
+  if (set != kInlineSet) return "@" + std::string(set);
+  std::string out = "{ ";
+  for (size_t i = 0; i < elements.size(); ++i) out += (i ? ", " : "") + elements[i];
+  return out + " }";
+}
+
+bool KeyHasPort(std::string_view text) {
+  for (std::string_view field : SplitOn(ParseSetLookup(text).key, ".")) {
+    if (field == "sport" || field == "dport") return true;
+  }
+  return false;
+}
+
 std::string IptablesMatch(const Match& m) {
   const std::string bang = Bang(m.negated);
   switch (m.kind) {
@@ -145,7 +239,7 @@ std::string IptablesMatch(const Match& m) {
   return m.text;
 }
 
-std::string NftMatch(Family family, const Match& m) {
+std::string NftMatch(const NftContext& ctx, const Match& m) {
   const std::string op = NftOp(m.negated);
   switch (m.kind) {
     case MatchKind::kProtocol:
@@ -157,9 +251,9 @@ std::string NftMatch(Family family, const Match& m) {
       return l3 + std::string(dir) + op + NftAddress(m.text);
     }
     case MatchKind::kSrcPort:
-      return "th sport " + op + PortText(m, '-');
+      return PortProtocol(ctx) + " sport " + op + PortText(m, '-');
     case MatchKind::kDstPort:
-      return "th dport " + op + PortText(m, '-');
+      return PortProtocol(ctx) + " dport " + op + PortText(m, '-');
     case MatchKind::kInIface:
     case MatchKind::kOutIface: {
       std::string name = m.text;
@@ -176,14 +270,8 @@ std::string NftMatch(Family family, const Match& m) {
       return out + Hex8(m.value);
     }
     case MatchKind::kSet: {
-      const auto space = m.text.find(' ');
-      const std::string name = m.text.substr(0, space);
-      const bool src = space != std::string::npos && m.text.compare(space + 1, 3, "src") == 0;
-      // Without an address in the rule, an inet table's set family is guessed from the name
-      // ("istio-inpod-probes-v6"); RenderNftScript passes the family from the set's key type.
-      const bool v6 = family == Family::kIpv6 || (family == Family::kInet && name.ends_with("v6"));
-      const char* l3 = v6 ? "ip6 " : "ip ";
-      return l3 + std::string(src ? "saddr " : "daddr ") + op + "@" + name;
+      const SetLookup lookup = ParseSetLookup(m.text);
+      return NftKeyText(ctx, lookup, m.elements) + " " + op + NftSetRef(lookup.set, m.elements);
     }
     case MatchKind::kSocketExists:
       // nft has no socket-exists test; print what nft itself shows for the xt match.
@@ -259,15 +347,20 @@ std::string IptablesAction(const Action& a) {
       return "-j CT --notrack";
     case ActionKind::kLog:
       return a.text.empty() ? "-j LOG" : "-j LOG --log-prefix \"" + a.text + "\"";
+    case ActionKind::kVerdictMap:
+      // x_tables has no verdict maps; only a native nft rule carries one.
+      return "vmap " + a.text;
     case ActionKind::kUnknown:
       return a.text;
   }
   return a.text;
 }
 
-std::string NftAction(const Action& a) {
-  // An inet table needs the NAT address family spelled out; ip/ip6 tables accept it too.
-  const auto nat_family = [](std::string_view addr) -> std::string {
+std::string NftAction(const NftContext& ctx, const Action& a) {
+  // An inet table needs the NAT address family spelled out; ip/ip6 tables imply it, and nft
+  // lists it only in inet tables.
+  const auto nat_family = [&ctx](std::string_view addr) -> std::string {
+    if (ctx.table_family == Family::kIpv4 || ctx.table_family == Family::kIpv6) return "";
     if (addr.empty() || addr.front() == ':') return "";
     return IsIpv6Text(addr) && addr.front() != '[' ? "ip6 " : "ip ";
   };
@@ -328,6 +421,10 @@ std::string NftAction(const Action& a) {
       return "notrack";
     case ActionKind::kLog:
       return a.text.empty() ? "log" : "log prefix \"" + a.text + "\"";
+    case ActionKind::kVerdictMap: {
+      const SetLookup lookup = ParseSetLookup(a.text);
+      return NftKeyText(ctx, lookup, a.elements) + " vmap " + NftSetRef(lookup.set, a.elements);
+    }
     case ActionKind::kUnknown:
       return a.text;
   }
@@ -398,27 +495,31 @@ std::string RenderIptablesRule(std::string_view chain, const Rule& rule) {
   return line;
 }
 
-std::string RenderNftRule(Family family, const Rule& rule) {
-  const Family rule_family = RuleFamily(family, rule.sem);
+std::string RenderNftRule(Family family, const std::vector<NftSet>* sets, const Rule& rule) {
+  NftContext ctx;
+  ctx.family = RuleFamily(family, rule.sem);
+  ctx.table_family = family;
+  ctx.sets = sets;
   // A tcp/udp port match implies its protocol; print "tcp dport" instead of "meta l4proto tcp".
   uint32_t port_proto = 0;
   bool has_port = false;
   for (const auto& m : rule.sem.matches) {
     if (m.kind == MatchKind::kProtocol && !m.negated) port_proto = m.value;
     if (m.kind == MatchKind::kSrcPort || m.kind == MatchKind::kDstPort) has_port = true;
+    if (m.kind == MatchKind::kSet && KeyHasPort(m.text)) has_port = true;
+  }
+  if (rule.sem.action.kind == ActionKind::kVerdictMap && KeyHasPort(rule.sem.action.text)) {
+    has_port = true;
   }
   const bool fold_protocol = has_port && (port_proto == 6 || port_proto == 17 || port_proto == 132);
+  if (fold_protocol) ctx.port_protocol = port_proto;
   std::string line;
   for (const auto& m : rule.sem.matches) {
     if (fold_protocol && m.kind == MatchKind::kProtocol && !m.negated) continue;
-    std::string text = NftMatch(rule_family, m);
-    if (fold_protocol && (m.kind == MatchKind::kSrcPort || m.kind == MatchKind::kDstPort)) {
-      text.replace(0, 2, ProtocolName(port_proto));
-    }
-    AppendWord(line, text);
+    AppendWord(line, NftMatch(ctx, m));
   }
   if (rule.has_counter) AppendWord(line, "counter");
-  AppendWord(line, NftAction(rule.sem.action));
+  AppendWord(line, NftAction(ctx, rule.sem.action));
   if (!rule.comment.empty()) AppendWord(line, "comment " + QuoteComment(rule.comment));
   return line;
 }
@@ -488,19 +589,30 @@ const Chain* Table::FindChain(std::string_view chain_name) const {
 }
 
 std::string RenderMatch(Backend backend, Family family, const Match& m) {
-  if (backend == Backend::kNft) return NftMatch(family, m);
+  if (backend == Backend::kNft) return NftMatch(NftContext{family, family, 0, nullptr}, m);
   return IptablesMatch(m);
 }
 
 // Actions print the same in every family: NAT and TPROXY addresses carry their own family.
-std::string RenderAction(Backend backend, Family /*family*/, const Action& a) {
-  if (backend == Backend::kNft) return NftAction(a);
+std::string RenderAction(Backend backend, Family family, const Action& a) {
+  if (backend == Backend::kNft) return NftAction(NftContext{family, family, 0, nullptr}, a);
   return IptablesAction(a);
 }
 
 std::string RenderRule(Backend backend, Family family, std::string_view chain, const Rule& rule) {
-  if (backend == Backend::kNft) return RenderNftRule(family, rule);
+  if (backend == Backend::kNft) return RenderNftRule(family, nullptr, rule);
   return RenderIptablesRule(chain, rule);
+}
+
+std::string RenderRule(const Table& table, std::string_view chain, const Rule& rule) {
+  if (table.backend == Backend::kNft) return RenderNftRule(table.family, &table.sets, rule);
+  return RenderIptablesRule(chain, rule);
+}
+
+SetLookup ParseSetLookup(std::string_view text) {
+  const size_t space = text.find(' ');
+  if (space == std::string_view::npos) return {text, {}};
+  return {text.substr(0, space), text.substr(space + 1)};
 }
 
 }  // namespace ad

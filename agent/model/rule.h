@@ -39,7 +39,7 @@ enum class MatchKind : uint8_t {
   kOutIface,      // text = interface name
   kMark,          // value = mark, value2 = mask: (skb->mark & mask) == value
   kConnmark,      // value = mark, value2 = mask: (ct->mark & mask) == value
-  kSet,           // text = "<set name> <src|dst>" (ipset --match-set or nft @set lookup)
+  kSet,           // text = "<set> <key>", elements: see "Set lookups" below
   kSocketExists,  // -m owner --socket-exists
   kSocketUid,     // value = uid (owner --uid-owner / nft skuid)
   kSocketGid,     // value = gid
@@ -48,12 +48,24 @@ enum class MatchKind : uint8_t {
   kUnknown,       // text = description of an expression or xt match we do not decode
 };
 
+// Set lookups (MatchKind::kSet, ActionKind::kVerdictMap) carry text = "<set> <key>":
+//  <set>  the ipset or nft set/map name, or kInlineSet for an nft anonymous set, whose elements
+//         are then in `elements` (sorted, as nft prints them: "10.0.0.0/8", "\"eth0\"",
+//         "10.0.0.1 . tcp . 80", "22 : accept"). Anonymous set names (__set0) differ between
+//         tables and reads, so inlining the elements makes equal rules compare equal.
+//  <key>  what is looked up: '.'-joined fields (a concatenation), each one of
+//         src dst (address; its family comes from the set), sport dport, l4proto nfproto,
+//         iif oif iifname oifname, mark ctmark, skuid skgid, numgen-<random|inc>-mod-<n>[-<off>];
+//         ipset matches keep ipset's own "src,dst" dimension list.
+inline constexpr std::string_view kInlineSet = "{}";
+
 struct Match {
   MatchKind kind = MatchKind::kUnknown;
   bool negated = false;
   uint32_t value = 0;
   uint32_t value2 = 0;
   std::string text;
+  std::vector<std::string> elements;  // kSet on an anonymous nft set only
 
   auto operator<=>(const Match&) const = default;
 };
@@ -81,7 +93,8 @@ enum class ActionKind : uint8_t {
   kCtZone,           // value = conntrack zone
   kNotrack,
   kLog,
-  kUnknown,  // text = description of a target / statement we do not decode
+  kVerdictMap,  // nft vmap: text = "<map> <key>", elements for an anonymous map (see Set lookups)
+  kUnknown,     // text = description of a target / statement we do not decode
 };
 
 struct Action {
@@ -90,6 +103,7 @@ struct Action {
   uint32_t value2 = 0;
   uint32_t value3 = 0;
   std::string text;
+  std::vector<std::string> elements;  // kVerdictMap on an anonymous map only
 
   auto operator<=>(const Action&) const = default;
 };
@@ -126,9 +140,11 @@ struct Chain {
 
 struct NftSet {
   std::string name;
-  std::string key_type;  // "ipv4_addr", "ipv6_addr", "inet_service", or "type:<n>"
+  std::string key_type;  // "ipv4_addr", "ipv4_addr . inet_proto . inet_service", or "type:<n>"
   std::string comment;
-  std::vector<std::string> elements;  // canonical text: "10.244.0.5", "fd00::5"
+  std::vector<std::string> elements;  // as nft prints them: "10.244.0.5", "tcp . 80 : goto x"
+  std::string data_type;              // maps only: "verdict", "ipv4_addr", ...; empty for a set
+  bool anonymous = false;             // kept only when its elements could not be inlined
 };
 
 struct Table {
@@ -154,5 +170,15 @@ std::string RenderMatch(Backend backend, Family family, const Match& m);
 std::string RenderAction(Backend backend, Family family, const Action& a);
 // One line: "-A CHAIN <matches> -j TARGET" for iptables backends, "<exprs> <verdict>" for nft.
 std::string RenderRule(Backend backend, Family family, std::string_view chain, const Rule& rule);
+// The same, with the table's named sets at hand: in an inet table their key types say whether an
+// address lookup is "ip" or "ip6" (without them the set name's "v6" suffix decides).
+std::string RenderRule(const Table& table, std::string_view chain, const Rule& rule);
+
+// "<set> <key>" split at the first space (see Set lookups above).
+struct SetLookup {
+  std::string_view set;
+  std::string_view key;
+};
+SetLookup ParseSetLookup(std::string_view text);
 
 }  // namespace ad

@@ -96,11 +96,16 @@ TEST(NftRuleText, UnknownTokensNeverFail) {
     const auto rule = ParseNftRuleText(text, Family::kInet);
     EXPECT_TRUE(rule.ok()) << text;
   }
-  const auto sem = NftSem("tcp dport != { 53, 15008 } skuid 1337 counter accept");
+  // A port set with a service name is not modelled (numeric port sets are: a kSet lookup).
+  const auto sem = NftSem("tcp dport != { 53, domain } skuid 1337 counter accept");
   ASSERT_EQ(sem.matches.size(), 3u);
   EXPECT_EQ(sem.matches[0], (Match{MatchKind::kProtocol, false, 6, 0, ""}));
   EXPECT_EQ(sem.matches[2].kind, MatchKind::kUnknown);
-  EXPECT_EQ(sem.matches[2].text, "tcp dport != { 53, 15008 }");
+  EXPECT_EQ(sem.matches[2].text, "tcp dport != { 53, domain }");
+  const auto numeric = NftSem("tcp dport != { 53, 15008 } skuid 1337 counter accept");
+  ASSERT_EQ(numeric.matches.size(), 3u);
+  EXPECT_EQ(numeric.matches[1].kind, MatchKind::kSet);
+  EXPECT_EQ(numeric.matches[1].elements, (std::vector<std::string>{"53", "15008"}));
 }
 
 TEST(NftRuleText, HandleCounterAndComment) {

@@ -12,15 +12,20 @@
 #include <linux/netfilter.h>
 #include <linux/netfilter/nf_tables.h>
 #include <linux/netfilter/nfnetlink.h>
+#include <net/if.h>
 #include <netinet/in.h>
 
 #include <algorithm>
 #include <array>
+#include <bit>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -109,6 +114,8 @@ struct TableState {
   bool any_xt = false;
   bool all_rules_counted = true;
   std::map<std::string, size_t> chain_index;
+  std::map<std::string, uint32_t, std::less<>> key_widths;  // every set and map, by name
+  std::map<std::string, NftSet> anonymous_sets;             // complete ones, to inline in rules
 };
 
 // Priority iptables-nft gives each built-in chain of a table (same for ip and ip6).
@@ -165,59 +172,307 @@ Backend Classify(const TableState& state) {
   return Backend::kIptablesNft;
 }
 
-// Canonical text of one set element key for the set's key type (nft datatype ids).
-std::string ElementText(uint32_t key_type, std::span<const uint8_t> key) {
-  constexpr uint32_t kIpv4Addr = 7, kIpv6Addr = 8, kInetProto = 12, kInetService = 13, kMark = 19,
-                     kIfname = 41;
-  if (key_type == kIpv4Addr && key.size() == 4) {
-    return xt::AddressText(Family::kIpv4, key.data());
+// nft datatype ids (nftables datatype.h); a concatenation packs 6 bits per field, first field
+// in the highest bits.
+constexpr uint32_t kTypeNfproto = 2, kTypeInteger = 4, kTypeIpv4Addr = 7, kTypeIpv6Addr = 8,
+                   kTypeEtherAddr = 9, kTypeInetProto = 12, kTypeInetService = 13, kTypeMark = 19,
+                   kTypeIfindex = 20, kTypeUid = 24, kTypeGid = 25, kTypeIfname = 41;
+constexpr uint32_t kConcatTypeBits = 6;
+constexpr size_t kMaxKeyBytes = 64;  // NFT_DATA_VALUE_MAXLEN
+
+std::vector<uint32_t> KeyFieldTypes(uint32_t key_type) {
+  std::vector<uint32_t> fields;
+  if (key_type < (1u << kConcatTypeBits)) return {key_type};
+  for (uint32_t t = key_type; t != 0 && fields.size() < 16; t >>= kConcatTypeBits) {
+    fields.insert(fields.begin(), t & ((1u << kConcatTypeBits) - 1));
   }
-  if (key_type == kIpv6Addr && key.size() == 16) {
-    return xt::AddressText(Family::kIpv6, key.data());
+  return fields;
+}
+
+// Bytes one field of the type occupies in a key; 0 when unknown (then the rest is printed raw).
+size_t FieldBytes(uint32_t type) {
+  switch (type) {
+    case kTypeNfproto:
+    case kTypeInetProto:
+      return 1;
+    case kTypeInetService:
+      return 2;
+    case kTypeIpv4Addr:
+    case kTypeMark:
+    case kTypeIfindex:
+    case kTypeUid:
+    case kTypeGid:
+      return 4;
+    case kTypeEtherAddr:
+      return 6;
+    case kTypeIpv6Addr:
+    case kTypeIfname:
+      return 16;
+    default:
+      return 0;
   }
-  if (key_type == kInetService && key.size() >= 2) {
-    return std::to_string((key[0] << 8) | key[1]);
+}
+
+// Types the kernel stores in host byte order (nft sorts them by value).
+bool HostOrder(uint32_t type) {
+  return type == kTypeMark || type == kTypeIfindex || type == kTypeUid || type == kTypeGid ||
+         type == kTypeInteger;
+}
+
+std::string TypeName(uint32_t type) {
+  switch (type) {
+    case kTypeNfproto:
+      return "nf_proto";
+    case kTypeInteger:
+      return "integer";
+    case kTypeIpv4Addr:
+      return "ipv4_addr";
+    case kTypeIpv6Addr:
+      return "ipv6_addr";
+    case kTypeEtherAddr:
+      return "ether_addr";
+    case kTypeInetProto:
+      return "inet_proto";
+    case kTypeInetService:
+      return "inet_service";
+    case kTypeMark:
+      return "mark";
+    case kTypeIfindex:
+      return "iface_index";
+    case kTypeUid:
+      return "uid";
+    case kTypeGid:
+      return "gid";
+    case kTypeIfname:
+      return "ifname";
+    default:
+      return "type:" + std::to_string(type);
   }
-  if (key_type == kInetProto && key.size() >= 1) {
-    return std::to_string(key[0]);
+}
+
+std::string KeyTypeName(uint32_t key_type) {
+  if (key_type >= (1u << kConcatTypeBits)) {
+    const auto fields = KeyFieldTypes(key_type);
+    bool known = true;
+    for (uint32_t f : fields) known = known && f != 0 && FieldBytes(f) != 0;
+    if (!known) return "type:" + std::to_string(key_type);
+    std::string out;
+    for (uint32_t f : fields) out += (out.empty() ? "" : " . ") + TypeName(f);
+    return out;
   }
-  if (key_type == kMark && key.size() == 4) {
-    uint32_t v = 0;
-    std::memcpy(&v, key.data(), 4);
-    char buf[16];
-    std::snprintf(buf, sizeof(buf), "0x%08x", v);
-    return buf;
-  }
-  if (key_type == kIfname) {
-    const auto* chars = reinterpret_cast<const char*>(key.data());
-    return std::string(chars, strnlen(chars, key.size()));
-  }
+  return TypeName(key_type);
+}
+
+std::string HexText(std::span<const uint8_t> bytes) {
   std::string hex = "0x";
   static constexpr char kDigits[] = "0123456789abcdef";
-  for (uint8_t b : key) {
+  for (uint8_t b : bytes) {
     hex += kDigits[b >> 4];
     hex += kDigits[b & 0xf];
   }
   return hex;
 }
 
-std::string KeyTypeName(uint32_t key_type) {
-  switch (key_type) {
-    case 7:
-      return "ipv4_addr";
-    case 8:
-      return "ipv6_addr";
-    case 12:
-      return "inet_proto";
-    case 13:
-      return "inet_service";
-    case 19:
-      return "mark";
-    case 41:
-      return "ifname";
+uint32_t HostU32(std::span<const uint8_t> bytes) {
+  uint32_t v = 0;
+  std::memcpy(&v, bytes.data(), std::min<size_t>(bytes.size(), sizeof(v)));
+  return v;
+}
+
+std::string ProtocolText(uint8_t proto) {
+  switch (proto) {
+    case IPPROTO_ICMP:
+      return "icmp";
+    case IPPROTO_IGMP:
+      return "igmp";
+    case IPPROTO_TCP:
+      return "tcp";
+    case IPPROTO_UDP:
+      return "udp";
+    case IPPROTO_GRE:
+      return "gre";
+    case IPPROTO_ESP:
+      return "esp";
+    case IPPROTO_AH:
+      return "ah";
+    case IPPROTO_ICMPV6:
+      return "ipv6-icmp";
+    case IPPROTO_SCTP:
+      return "sctp";
     default:
-      return "type:" + std::to_string(key_type);
+      return std::to_string(proto);
   }
+}
+
+std::string QuotedName(std::span<const uint8_t> bytes) {
+  const auto* chars = reinterpret_cast<const char*>(bytes.data());
+  return "\"" + std::string(chars, strnlen(chars, bytes.size())) + "\"";
+}
+
+// One field of an element key as nft prints it. The reader runs inside the netns, so interface
+// indexes resolve to that netns' names, as `nft list` does there.
+std::string FieldText(uint32_t type, std::span<const uint8_t> key) {
+  if (type == kTypeIpv4Addr && key.size() == 4) return xt::AddressText(Family::kIpv4, key.data());
+  if (type == kTypeIpv6Addr && key.size() == 16) return xt::AddressText(Family::kIpv6, key.data());
+  if (type == kTypeInetService && key.size() >= 2) return std::to_string((key[0] << 8) | key[1]);
+  if (type == kTypeInetProto && !key.empty()) return ProtocolText(key[0]);
+  if (type == kTypeNfproto && !key.empty()) {
+    return key[0] == NFPROTO_IPV4   ? "ipv4"
+           : key[0] == NFPROTO_IPV6 ? "ipv6"
+                                    : std::to_string(key[0]);
+  }
+  if (type == kTypeMark && key.size() == 4) {
+    std::array<char, 16> buf{};
+    std::snprintf(buf.data(), buf.size(), "0x%08x", HostU32(key));
+    return buf.data();
+  }
+  if ((type == kTypeUid || type == kTypeGid || type == kTypeInteger) && key.size() == 4) {
+    return std::to_string(HostU32(key));
+  }
+  if (type == kTypeIfindex && key.size() == 4) {
+    std::array<char, IF_NAMESIZE> name{};
+    if (if_indextoname(HostU32(key), name.data()) != nullptr) {
+      return "\"" + std::string(name.data()) + "\"";
+    }
+    return std::to_string(HostU32(key));
+  }
+  if (type == kTypeIfname) return QuotedName(key);
+  return HexText(key);
+}
+
+// A whole key: fields joined by " . " as nft prints concatenations; each field starts on a
+// 4-byte register slot.
+std::string ElementText(uint32_t key_type, std::span<const uint8_t> key) {
+  const auto fields = KeyFieldTypes(key_type);
+  if (fields.size() == 1) return FieldText(fields[0], key);
+  std::string out;
+  size_t at = 0;
+  for (uint32_t type : fields) {
+    const size_t bytes = FieldBytes(type);
+    if (bytes == 0 || at + bytes > key.size()) return HexText(key);
+    if (!out.empty()) out += " . ";
+    out += FieldText(type, key.subspan(at, bytes));
+    at += (bytes + 3) / 4 * 4;
+  }
+  return out;
+}
+
+// Key bytes reordered so that byte-wise order is nft's value order (host-order fields reversed
+// on little-endian hosts).
+std::vector<uint8_t> SortKey(uint32_t key_type, std::span<const uint8_t> key) {
+  std::vector<uint8_t> out(key.begin(), key.end());
+  if constexpr (std::endian::native != std::endian::little) return out;
+  const auto fields = KeyFieldTypes(key_type);
+  size_t at = 0;
+  for (uint32_t type : fields) {
+    const size_t bytes = fields.size() == 1 ? key.size() : FieldBytes(type);
+    if (bytes == 0 || at + bytes > out.size()) break;
+    if (HostOrder(type)) std::reverse(out.begin() + at, out.begin() + at + bytes);
+    at += (bytes + 3) / 4 * 4;
+  }
+  return out;
+}
+
+// Prefix length when [first, last] is exactly one prefix, else -1.
+int PrefixLength(std::span<const uint8_t> first, std::span<const uint8_t> last) {
+  const size_t bits = first.size() * 8;
+  size_t common = 0;
+  while (common < bits) {
+    const uint8_t mask = static_cast<uint8_t>(0x80 >> (common % 8));
+    if ((first[common / 8] & mask) != (last[common / 8] & mask)) break;
+    ++common;
+  }
+  for (size_t bit = common; bit < bits; ++bit) {
+    const uint8_t mask = static_cast<uint8_t>(0x80 >> (bit % 8));
+    if ((first[bit / 8] & mask) != 0 || (last[bit / 8] & mask) == 0) return -1;
+  }
+  return static_cast<int>(common);
+}
+
+// An inclusive range of one interval-set element as nft prints it: "10.0.0.0/8", "veth*",
+// "1000-2000", or the single value.
+std::string RangeText(uint32_t key_type, std::span<const uint8_t> first,
+                      std::span<const uint8_t> last) {
+  if (std::equal(first.begin(), first.end(), last.begin(), last.end())) {
+    return ElementText(key_type, first);
+  }
+  const int prefix = first.size() == last.size() ? PrefixLength(first, last) : -1;
+  if ((key_type == kTypeIpv4Addr || key_type == kTypeIpv6Addr) && prefix >= 0) {
+    return ElementText(key_type, first) + "/" + std::to_string(prefix);
+  }
+  if (key_type == kTypeIfname && prefix >= 0 && prefix % 8 == 0) {
+    std::string name = QuotedName(first.first(static_cast<size_t>(prefix / 8)));
+    return name.substr(0, name.size() - 1) + "*\"";
+  }
+  return ElementText(key_type, first) + "-" + ElementText(key_type, last);
+}
+
+// One set element as read from the kernel.
+struct RawElement {
+  std::vector<uint8_t> key;
+  std::vector<uint8_t> key_end;  // concatenated ranges (pipapo): inclusive end of the range
+  bool interval_end = false;     // rbtree intervals: exclusive end of the preceding start
+  std::string data;              // map value as nft prints it ("goto svc-x"); empty for sets
+};
+
+std::string VerdictText(int32_t verdict, const char* chain) {
+  const std::string target = chain ? chain : "";
+  switch (verdict) {
+    case NF_ACCEPT:
+      return "accept";
+    case NF_DROP:
+      return "drop";
+    case NFT_CONTINUE:
+      return "continue";
+    case NFT_RETURN:
+      return "return";
+    case NFT_JUMP:
+      return "jump " + target;
+    case NFT_GOTO:
+      return "goto " + target;
+    default:
+      return "verdict " + std::to_string(verdict);
+  }
+}
+
+std::string WithData(std::string key, const std::string& data) {
+  return data.empty() ? key : key + " : " + data;
+}
+
+// Elements in nft's order and spelling. Kernel order is not guaranteed, so sort by value.
+// Interval sets store [start, end) pairs; each pair becomes one range.
+std::vector<std::string> ElementTexts(uint32_t key_type, bool interval,
+                                      std::vector<RawElement> elements) {
+  std::sort(elements.begin(), elements.end(), [&](const RawElement& a, const RawElement& b) {
+    const auto ka = SortKey(key_type, a.key);
+    const auto kb = SortKey(key_type, b.key);
+    if (ka != kb) return ka < kb;
+    return a.interval_end > b.interval_end;  // an end meets the next range's equal start first
+  });
+  std::vector<std::string> out;
+  for (size_t i = 0; i < elements.size(); ++i) {
+    const RawElement& e = elements[i];
+    if (!interval || !e.key_end.empty()) {
+      std::string text = ElementText(key_type, e.key);
+      if (!e.key_end.empty() && e.key_end != e.key) text += "-" + ElementText(key_type, e.key_end);
+      out.push_back(WithData(std::move(text), e.data));
+      continue;
+    }
+    if (e.interval_end) continue;  // an end without a start (e.g. the implicit 0.0.0.0 end marker)
+    if (i + 1 < elements.size() && elements[i + 1].interval_end) {
+      std::vector<uint8_t> last = elements[i + 1].key;  // exclusive end -> inclusive last
+      for (size_t b = last.size(); b-- > 0;) {
+        if (last[b]-- != 0) break;
+      }
+      out.push_back(WithData(RangeText(key_type, e.key, last), e.data));
+      ++i;
+    } else {
+      // Open to the top of the key space: an all-ones last value.
+      std::vector<uint8_t> last(e.key.size(), 0xff);
+      out.push_back(WithData(RangeText(key_type, e.key, last), e.data));
+    }
+  }
+  return out;
 }
 
 std::string SetComment(nftnl_set* set) {
@@ -227,37 +482,6 @@ std::string SetComment(nftnl_set* set) {
   uint32_t len = 0;
   const auto* data = static_cast<const uint8_t*>(nftnl_set_get_data(set, NFTNL_SET_USERDATA, &len));
   return nft::UserdataComment(data, len, NFTNL_UDATA_SET_COMMENT);
-}
-
-// Interval sets store [start, end) pairs; render each pair as "a-b" (or "a" for one address).
-// Element order from the kernel is not guaranteed, so sort by key first.
-std::vector<std::string> IntervalElements(uint32_t key_type,
-                                          std::vector<std::pair<std::vector<uint8_t>, bool>> keys) {
-  std::sort(keys.begin(), keys.end());
-  std::vector<std::string> out;
-  for (size_t i = 0; i < keys.size(); ++i) {
-    if (keys[i].second) {
-      continue;  // an end without a start (e.g. the implicit 0.0.0.0 end marker)
-    }
-    std::vector<uint8_t> start = keys[i].first;
-    if (i + 1 < keys.size() && keys[i + 1].second) {
-      std::vector<uint8_t> last = keys[i + 1].first;  // exclusive end -> inclusive last
-      for (size_t b = last.size(); b-- > 0;) {
-        if (last[b]-- != 0) {
-          break;
-        }
-      }
-      std::string text = ElementText(key_type, start);
-      if (last != start) {
-        text += "-" + ElementText(key_type, last);
-      }
-      out.push_back(std::move(text));
-      ++i;
-    } else {
-      out.push_back(ElementText(key_type, start) + "-");
-    }
-  }
-  return out;
 }
 
 class NfTablesReader {
@@ -466,12 +690,17 @@ class NfTablesReader {
     uint32_t flags = nftnl_set_get_u32(set, NFTNL_SET_FLAGS);
     out.key_type = KeyTypeName(key_type);
     out.comment = SetComment(set);
+    out.anonymous = (flags & NFT_SET_ANONYMOUS) != 0;
+    const bool is_map = (flags & NFT_SET_MAP) != 0;
+    const uint32_t data_type = is_map ? nftnl_set_get_u32(set, NFTNL_SET_DATA_TYPE) : 0;
+    if (is_map) out.data_type = data_type == NFT_DATA_VERDICT ? "verdict" : KeyTypeName(data_type);
+    state->key_widths[out.name] = nftnl_set_get_u32(set, NFTNL_SET_KEY_LEN);
 
     RequestBuffer buffer;
     nlmsghdr* request =
         BuildRequest(buffer, NFT_MSG_GETSETELEM, static_cast<uint16_t>(nfproto), NLM_F_DUMP,
                      [&](nlmsghdr* header) { nftnl_set_elems_nlmsg_build_payload(header, set); });
-    std::vector<std::pair<std::vector<uint8_t>, bool>> keys;  // (key, is interval end)
+    std::vector<RawElement> elements;
     bool limit_hit = false;
     auto error = nl::RunRequest(
         socket_, request, kSource, "NFT_MSG_GETSETELEM " + table_name + " " + out.name,
@@ -488,35 +717,82 @@ class NfTablesReader {
               limit_hit = true;
               break;
             }
-            uint32_t len = 0;
-            const auto* key =
-                static_cast<const uint8_t*>(nftnl_set_elem_get(e, NFTNL_SET_ELEM_KEY, &len));
-            if (key == nullptr || len > 64) {
-              continue;
+            auto element = ReadElement(e, is_map, data_type);
+            if (element) {
+              elements.push_back(std::move(*element));
+              ++element_count_;
             }
-            bool is_end =
-                nftnl_set_elem_is_set(e, NFTNL_SET_ELEM_FLAGS) &&
-                (nftnl_set_elem_get_u32(e, NFTNL_SET_ELEM_FLAGS) & NFT_SET_ELEM_INTERVAL_END);
-            keys.emplace_back(std::vector<uint8_t>(key, key + len), is_end);
-            ++element_count_;
           }
           return nl::Next::kContinue;
         });
     if (error) {
       return error;
     }
-    if (flags & NFT_SET_INTERVAL) {
-      out.elements = IntervalElements(key_type, std::move(keys));
-    } else {
-      for (const auto& [key, is_end] : keys) {
-        out.elements.push_back(ElementText(key_type, key));
-      }
-    }
+    out.elements = ElementTexts(key_type, (flags & NFT_SET_INTERVAL) != 0, std::move(elements));
     if (limit_hit) {
       out.elements.push_back("<truncated: element limit reached>");
     }
-    state->table.sets.push_back(std::move(out));
+    if (out.anonymous && !limit_hit) {
+      // Printed inside the rules that use it (see InlineAnonymousSets), not as a table set.
+      state->anonymous_sets[out.name] = std::move(out);
+    } else {
+      state->table.sets.push_back(std::move(out));
+    }
     return std::nullopt;
+  }
+
+  static std::optional<RawElement> ReadElement(nftnl_set_elem* e, bool is_map, uint32_t data_type) {
+    uint32_t len = 0;
+    const auto* key = static_cast<const uint8_t*>(nftnl_set_elem_get(e, NFTNL_SET_ELEM_KEY, &len));
+    if (key == nullptr || len > kMaxKeyBytes) {
+      return std::nullopt;
+    }
+    RawElement element;
+    element.key.assign(key, key + len);
+    element.interval_end =
+        nftnl_set_elem_is_set(e, NFTNL_SET_ELEM_FLAGS) &&
+        (nftnl_set_elem_get_u32(e, NFTNL_SET_ELEM_FLAGS) & NFT_SET_ELEM_INTERVAL_END);
+    if (nftnl_set_elem_is_set(e, NFTNL_SET_ELEM_KEY_END)) {
+      const auto* end =
+          static_cast<const uint8_t*>(nftnl_set_elem_get(e, NFTNL_SET_ELEM_KEY_END, &len));
+      if (end != nullptr && len <= kMaxKeyBytes) element.key_end.assign(end, end + len);
+    }
+    if (!is_map || element.interval_end) {
+      return element;
+    }
+    if (nftnl_set_elem_is_set(e, NFTNL_SET_ELEM_VERDICT)) {
+      const char* chain = nftnl_set_elem_is_set(e, NFTNL_SET_ELEM_CHAIN)
+                              ? nftnl_set_elem_get_str(e, NFTNL_SET_ELEM_CHAIN)
+                              : nullptr;
+      element.data = VerdictText(
+          static_cast<int32_t>(nftnl_set_elem_get_u32(e, NFTNL_SET_ELEM_VERDICT)), chain);
+    } else if (nftnl_set_elem_is_set(e, NFTNL_SET_ELEM_DATA)) {
+      const auto* data =
+          static_cast<const uint8_t*>(nftnl_set_elem_get(e, NFTNL_SET_ELEM_DATA, &len));
+      if (data != nullptr && len <= kMaxKeyBytes) {
+        element.data = ElementText(data_type, std::span<const uint8_t>(data, len));
+      }
+    }
+    return element;
+  }
+
+  // Anonymous sets and maps (`tcp dport { 80, 443 }`, `vmap { ... }`) belong to their rule:
+  // their elements go into the lookup itself, as nft prints them, and the kernel-chosen name
+  // (__set0) is dropped so that equal rules compare equal.
+  static void InlineAnonymousSets(const TableState& state, RuleSemantics& sem) {
+    const auto inline_lookup = [&](std::string& text, std::vector<std::string>& elements) {
+      const SetLookup lookup = ParseSetLookup(text);
+      auto it = state.anonymous_sets.find(std::string(lookup.set));
+      if (it == state.anonymous_sets.end()) return;
+      elements = it->second.elements;
+      text = std::string(kInlineSet) + " " + std::string(lookup.key);
+    };
+    for (Match& m : sem.matches) {
+      if (m.kind == MatchKind::kSet) inline_lookup(m.text, m.elements);
+    }
+    if (sem.action.kind == ActionKind::kVerdictMap) {
+      inline_lookup(sem.action.text, sem.action.elements);
+    }
   }
 
   std::optional<SourceError> DumpRules() {
@@ -556,9 +832,15 @@ class NfTablesReader {
             return nl::Next::kStop;
           }
           ++rule_count_;
-          nft::DecodedRule decoded = nft::DecodeRule(r.get(), state->table.family, resolve_ipset);
+          const nft::SetKeyWidth key_width = [state](std::string_view set) -> uint32_t {
+            auto it = state->key_widths.find(set);
+            return it == state->key_widths.end() ? 0 : it->second;
+          };
+          nft::DecodedRule decoded =
+              nft::DecodeRule(r.get(), state->table.family, resolve_ipset, key_width);
           state->any_xt = state->any_xt || decoded.has_xt;
           state->all_rules_counted = state->all_rules_counted && decoded.rule.has_counter;
+          InlineAnonymousSets(*state, decoded.rule.sem);
           Canonicalize(decoded.rule.sem);
           chain.rules.push_back(std::move(decoded.rule));
           return nl::Next::kContinue;

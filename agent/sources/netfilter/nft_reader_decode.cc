@@ -26,9 +26,9 @@ constexpr size_t kMaxRegisterBytes = 64;  // 4 x 16-byte registers; bounds every
 
 // What a register holds at this point of the expression list.
 struct RegValue {
-  enum class Source : uint8_t { kMeta, kPayload, kCt, kImmediate, kUnknown };
+  enum class Source : uint8_t { kMeta, kPayload, kCt, kImmediate, kNumgen, kUnknown };
   Source source = Source::kUnknown;
-  uint32_t key = 0;  // meta/ct key
+  uint32_t key = 0;  // meta/ct key; numgen type
   uint32_t base = 0;
   uint32_t offset = 0;
   uint32_t len = 0;
@@ -36,7 +36,8 @@ struct RegValue {
   bool has_bitwise = false;
   Bytes mask;
   Bytes xor_bits;
-  std::string what;  // description for kUnknown
+  std::string what;      // description for kUnknown
+  uint64_t written = 0;  // order of the write: tells a concatenation's fields from stale slots
 };
 
 // Registers are addressed in 4-byte units: NFT_REG_1..4 are 16 bytes wide and alias
@@ -153,8 +154,12 @@ std::string InterfaceName(std::span<const uint8_t> data) {
 
 class RuleDecoder {
  public:
-  RuleDecoder(Family table_family, const xt::SetNameResolver& resolve_ipset)
-      : table_family_(table_family), l3_family_(table_family), resolve_ipset_(resolve_ipset) {}
+  RuleDecoder(Family table_family, const xt::SetNameResolver& resolve_ipset,
+              const SetKeyWidth& key_width)
+      : table_family_(table_family),
+        l3_family_(table_family),
+        resolve_ipset_(resolve_ipset),
+        key_width_(key_width) {}
 
   void Expression(nftnl_expr* e) {
     std::string name = GetStr(e, NFTNL_EXPR_NAME);
@@ -194,6 +199,8 @@ class RuleDecoder {
       XtMatch(e);
     } else if (name == "target") {
       XtTarget(e);
+    } else if (name == "numgen") {
+      Numgen(e);
     } else if (name == "last") {
       // Timestamp of the last hit: like counter, no effect on packets.
     } else {
@@ -274,8 +281,24 @@ class RuleDecoder {
   void Store(uint32_t reg, RegValue value) {
     auto slot = SlotOf(reg);
     if (slot) {
+      value.written = ++writes_;
       regs_[*slot] = std::move(value);
     }
+  }
+
+  const RegValue* SlotValue(uint32_t slot) const {
+    auto it = regs_.find(slot);
+    return it == regs_.end() ? nullptr : &it->second;
+  }
+
+  // "numgen random mod 2": only useful as a map key (kube-proxy's endpoint choice).
+  void Numgen(nftnl_expr* e) {
+    RegValue v;
+    v.source = RegValue::Source::kNumgen;
+    v.key = GetU32(e, NFTNL_EXPR_NG_TYPE);
+    v.len = GetU32(e, NFTNL_EXPR_NG_MODULUS);
+    v.offset = GetU32(e, NFTNL_EXPR_NG_OFFSET);
+    Store(GetU32(e, NFTNL_EXPR_NG_DREG), std::move(v));
   }
 
   void Meta(nftnl_expr* e) {
@@ -491,6 +514,9 @@ class RuleDecoder {
       case RegValue::Source::kImmediate:
         Unknown("cmp on immediate data");
         return;
+      case RegValue::Source::kNumgen:
+        Unknown("numgen " + op_text + " " + HexBytes(data));
+        return;
       case RegValue::Source::kUnknown:
         if (!saw_unknown_ || !src->what.empty()) {
           Unknown((src->what.empty() ? std::string("unknown load") : src->what) + " " + op_text +
@@ -679,46 +705,118 @@ class RuleDecoder {
     Unknown("range " + HexBytes(from) + "-" + HexBytes(to));
   }
 
-  // The field a set lookup keys on, as used in MatchKind::kSet text.
-  std::string LookupField(const RegValue& src) const {
-    if (src.source == RegValue::Source::kPayload && !src.has_bitwise) {
+  struct KeyField {
+    std::string name;    // as in the "Set lookups" key grammar of model/rule.h
+    uint32_t bytes = 0;  // width in the key; each field starts on a 4-byte register slot
+  };
+
+  // One field a set lookup keys on, or nullopt when the register's value is not a known key.
+  std::optional<KeyField> LookupField(const RegValue& src) const {
+    if (src.has_bitwise) {
+      return std::nullopt;
+    }
+    if (src.source == RegValue::Source::kPayload) {
       uint32_t field_start = 0;
       Family family = AddressFamily() == Family::kOther ? table_family_ : AddressFamily();
+      uint32_t width = family == Family::kIpv6 ? 16 : 4;
       if (auto field = AddressField(src, family, &field_start);
-          field && src.offset == field_start) {
-        return *field == 0 ? "src" : "dst";
+          field && src.offset == field_start && src.len == width) {
+        return KeyField{*field == 0 ? "src" : "dst", width};
       }
       if (auto port = PortField(src)) {
-        return *port == MatchKind::kSrcPort ? "sport" : "dport";
+        return KeyField{*port == MatchKind::kSrcPort ? "sport" : "dport", 2};
       }
+      return std::nullopt;
     }
-    if (src.source == RegValue::Source::kMeta && !src.has_bitwise) {
+    if (src.source == RegValue::Source::kMeta) {
       switch (src.key) {
         case NFT_META_IIFNAME:
-          return "iifname";
+          return KeyField{"iifname", 16};
         case NFT_META_OIFNAME:
-          return "oifname";
+          return KeyField{"oifname", 16};
+        case NFT_META_IIF:
+          return KeyField{"iif", 4};
+        case NFT_META_OIF:
+          return KeyField{"oif", 4};
         case NFT_META_L4PROTO:
-          return "l4proto";
+          return KeyField{"l4proto", 1};
+        case NFT_META_NFPROTO:
+          return KeyField{"nfproto", 1};
         case NFT_META_MARK:
-          return "mark";
+          return KeyField{"mark", 4};
         case NFT_META_SKUID:
-          return "skuid";
+          return KeyField{"skuid", 4};
+        case NFT_META_SKGID:
+          return KeyField{"skgid", 4};
         default:
-          break;
+          return std::nullopt;
       }
     }
-    return {};
+    if (src.source == RegValue::Source::kCt && src.key == NFT_CT_MARK) {
+      return KeyField{"ctmark", 4};
+    }
+    if (src.source == RegValue::Source::kNumgen && src.len > 0) {
+      std::string name = std::string("numgen-") + (src.key == NFT_NG_RANDOM ? "random" : "inc") +
+                         "-mod-" + std::to_string(src.len);
+      if (src.offset != 0) {
+        name += "-" + std::to_string(src.offset);
+      }
+      return KeyField{std::move(name), 4};
+    }
+    return std::nullopt;
+  }
+
+  // The key of a lookup on `sreg`: one field, or a concatenation whose fields sit in consecutive
+  // register slots. With the set's key width known, the fields fill exactly that width. Without
+  // it, fields are taken while each slot was written after the previous one (nft loads a
+  // concatenation in order; an older slot is left over from an earlier expression). Empty when
+  // a field is not decodable.
+  std::string LookupKey(uint32_t sreg, uint32_t key_width) const {
+    auto slot = SlotOf(sreg);
+    if (!slot) {
+      return {};
+    }
+    constexpr uint32_t kSlots = 16;
+    std::string key;
+    uint64_t previous_write = 0;
+    uint32_t covered = 0;
+    for (uint32_t at = *slot; at < kSlots;) {
+      if (key_width != 0 && covered >= key_width) {
+        break;
+      }
+      const RegValue* value = SlotValue(at);
+      if (value == nullptr || (key_width == 0 && value->written <= previous_write)) {
+        if (key_width != 0) {
+          return {};
+        }
+        break;
+      }
+      auto field = LookupField(*value);
+      if (!field) {
+        return {};
+      }
+      if (!key.empty()) {
+        key += '.';
+      }
+      key += field->name;
+      previous_write = value->written;
+      covered += (field->bytes + 3) / 4 * 4;
+      at += (field->bytes + 3) / 4;
+    }
+    return key;
   }
 
   void Lookup(nftnl_expr* e) {
-    const RegValue* src = Reg(GetU32(e, NFTNL_EXPR_LOOKUP_SREG));
+    uint32_t sreg = GetU32(e, NFTNL_EXPR_LOOKUP_SREG);
     std::string set = GetStr(e, NFTNL_EXPR_LOOKUP_SET);
     bool inverted = GetU32(e, NFTNL_EXPR_LOOKUP_FLAGS) & NFT_LOOKUP_F_INV;
+    std::string key = LookupKey(sreg, key_width_ ? key_width_(set) : 0);
     if (nftnl_expr_is_set(e, NFTNL_EXPR_LOOKUP_DREG)) {
       uint32_t dreg = GetU32(e, NFTNL_EXPR_LOOKUP_DREG);
-      if (dreg == NFT_REG_VERDICT) {
-        UnknownStatement("verdict map @" + set);
+      if (dreg == NFT_REG_VERDICT && !key.empty()) {
+        SetAction(Action{ActionKind::kVerdictMap, 0, 0, 0, set + " " + key});
+      } else if (dreg == NFT_REG_VERDICT) {
+        UnknownStatement("verdict map @" + set + " on an undecoded key");
       } else {
         RegValue v;
         v.what = "map @" + set;
@@ -726,12 +824,11 @@ class RuleDecoder {
       }
       return;
     }
-    std::string field = src ? LookupField(*src) : std::string();
-    if (field.empty()) {
+    if (key.empty()) {
       Unknown("lookup @" + set + " on an undecoded key");
       return;
     }
-    Emit(Match{MatchKind::kSet, inverted, 0, 0, set + " " + field});
+    Emit(Match{MatchKind::kSet, inverted, 0, 0, set + " " + key});
   }
 
   // Port from a register written by `immediate` (network order), or nullopt.
@@ -842,7 +939,9 @@ class RuleDecoder {
   Family table_family_;
   Family l3_family_;
   const xt::SetNameResolver& resolve_ipset_;
+  const SetKeyWidth& key_width_;
   std::map<uint32_t, RegValue> regs_;
+  uint64_t writes_ = 0;
   DecodedRule result_;
   Action action_;
   bool action_set_ = false;
@@ -885,7 +984,12 @@ std::string UserdataComment(const uint8_t* data, uint32_t len, uint8_t comment_t
 
 DecodedRule DecodeRule(nftnl_rule* rule, Family table_family,
                        const xt::SetNameResolver& resolve_ipset) {
-  RuleDecoder decoder(table_family, resolve_ipset);
+  return DecodeRule(rule, table_family, resolve_ipset, SetKeyWidth());
+}
+
+DecodedRule DecodeRule(nftnl_rule* rule, Family table_family,
+                       const xt::SetNameResolver& resolve_ipset, const SetKeyWidth& key_width) {
+  RuleDecoder decoder(table_family, resolve_ipset, key_width);
   nftnl_expr_foreach(rule, VisitExpression, &decoder);
   DecodedRule decoded = decoder.Finish();
   if (nftnl_rule_is_set(rule, NFTNL_RULE_HANDLE)) {

@@ -5,7 +5,9 @@
 #include <libnftnl/rule.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <string_view>
 
 #include "model/rule.h"
 #include "sources/netfilter/xt_compat.h"
@@ -22,6 +24,13 @@ struct DecodedRule {
 // becomes kUnknown matches or actions.
 DecodedRule DecodeRule(nftnl_rule* rule, Family table_family,
                        const xt::SetNameResolver& resolve_ipset);
+
+// Key width in bytes (NFTNL_SET_KEY_LEN) of a set or map of the rule's table, 0 when unknown.
+// It tells a concatenated lookup key's extent exactly; without it the decoder infers the extent
+// from the order the key's registers were written.
+using SetKeyWidth = std::function<uint32_t(std::string_view set_name)>;
+DecodedRule DecodeRule(nftnl_rule* rule, Family table_family,
+                       const xt::SetNameResolver& resolve_ipset, const SetKeyWidth& key_width);
 
 // Comment stored in nftables userdata: a TLV list (type u8, len u8, value) whose `comment_type`
 // entry is a NUL-terminated string. Empty when absent or malformed.

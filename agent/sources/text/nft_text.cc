@@ -134,6 +134,35 @@ class RuleParser {
     return Join(w_, start, i_);
   }
 
+  // "{ 80, 1000-2000 }" -> {"80", "1000-2000"} in value order, as the nft reader inlines an
+  // anonymous port set; nullopt (nothing consumed worth keeping) for anything else.
+  std::optional<std::vector<std::string>> ReadPortSet() {
+    const auto braces = ReadBraces();
+    if (!braces) return std::nullopt;
+    std::vector<std::pair<uint32_t, uint32_t>> ranges;
+    std::string item;
+    for (char c : braces->substr(1, braces->size() - 2) + ",") {
+      if (c == ' ') continue;
+      if (c != ',') {
+        item += c;
+        continue;
+      }
+      if (item.empty()) continue;
+      const auto range = text::ParsePortRange(item);
+      if (!range) return std::nullopt;
+      ranges.push_back(*range);
+      item.clear();
+    }
+    if (ranges.empty()) return std::nullopt;
+    std::sort(ranges.begin(), ranges.end());
+    std::vector<std::string> elements;
+    for (const auto& [first, last] : ranges) {
+      elements.push_back(first == last ? std::to_string(first)
+                                       : std::to_string(first) + "-" + std::to_string(last));
+    }
+    return elements;
+  }
+
   // Statement dispatch: true when words were consumed as a known statement.
   bool ParseStatement() {
     stmt_start_ = i_;
@@ -392,6 +421,21 @@ class RuleParser {
     }
     const size_t value_start = i_;
     const auto negated = ReadOp();
+    if (negated && HasWord() && w_[i_].size() > 1 && w_[i_].front() == '@') {
+      AddMatch(MatchKind::kSet, *negated, 0, 0, w_[i_++].substr(1) + " " + field);
+      return true;
+    }
+    if (negated && Peek("{")) {
+      const size_t braces_start = i_;
+      if (auto elements = ReadPortSet()) {
+        // The model of an anonymous set (see "Set lookups" in model/rule.h).
+        Match m{MatchKind::kSet, *negated, 0, 0, std::string(kInlineSet) + " " + field};
+        m.elements = std::move(*elements);
+        rule_.sem.matches.push_back(std::move(m));
+        return true;
+      }
+      i_ = braces_start;
+    }
     std::optional<std::pair<uint32_t, uint32_t>> range;
     if (negated && HasWord() && !Peek("{")) range = text::ParsePortRange(w_[i_]);
     if (!range) {
@@ -909,8 +953,11 @@ std::string RenderNftScript(const std::vector<Table>& tables) {
     out += "add table " + prefix + "\n";
     out += "flush table " + prefix + "\n";
     for (const auto& set : table.sets) {
-      out += "add set " + prefix + " " + set.name + " { type " +
-             (set.key_type.empty() ? "ipv4_addr" : set.key_type) + " ;";
+      if (set.anonymous) continue;  // only kept when truncated; nft cannot name it anyway
+      const bool map = !set.data_type.empty();
+      out += std::string(map ? "add map " : "add set ") + prefix + " " + set.name + " { type " +
+             (set.key_type.empty() ? "ipv4_addr" : set.key_type) +
+             (map ? " : " + set.data_type : "") + " ;";
       if (!set.comment.empty()) out += " comment " + QuoteNft(set.comment) + " ;";
       out += " }\n";
       if (!set.elements.empty()) {
