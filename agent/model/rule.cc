@@ -83,6 +83,10 @@ std::string NftOp(bool negated) { return negated ? "!= " : ""; }
 // nft expression for a mark write: new = (old & ~mask) ^ value, where `old` is `source`.
 std::string NftMarkWrite(std::string_view source, uint32_t value, uint32_t mask) {
   if (mask == kFullMask) return Hex8(value);
+  // Setting, toggling or clearing bits, as nft prints them (kube-proxy's masquerade mark).
+  if (mask == value) return std::string(source) + " | " + Hex8(value);
+  if (mask == 0) return std::string(source) + " ^ " + Hex8(value);
+  if (value == 0) return std::string(source) + " & " + Hex8(~mask);
   const std::string keep = Hex8(~mask);
   if ((value & ~mask) == 0) return std::string(source) + " & " + keep + " | " + Hex8(value);
   return std::string(source) + " & " + keep + " ^ " + Hex8(value);

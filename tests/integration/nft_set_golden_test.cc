@@ -44,7 +44,12 @@ constexpr char kRuleset[] = R"(table ip kube-proxy {
   map service-ips { type ipv4_addr . inet_proto . inet_service : verdict; comment "ClusterIP, ExternalIP and LoadBalancer IP traffic"; }
   map service-nodeports { type inet_proto . inet_service : verdict; }
   map no-endpoint-services { type ipv4_addr . inet_proto . inet_service : verdict; }
-  chain mark-for-masquerade { meta mark set 0x00004000; }
+  chain mark-for-masquerade { meta mark set meta mark | 0x00004000; }
+  chain masquerading {
+    meta mark & 0x00004000 == 0x00000000 return
+    meta mark set meta mark ^ 0x00004000
+    masquerade
+  }
   chain service-ULMVA6XW-ns1/svc1/tcp/p80 {
     ip saddr != 10.0.0.0/8 ip daddr 172.30.0.41 tcp dport 80 jump mark-for-masquerade
     numgen random mod 2 vmap { 0 : goto endpoint-5OJB2KTY-ns1/svc1/tcp/p80__10.180.0.1/80, 1 : goto endpoint-ZYX-ns1/svc1/tcp/p80__10.180.0.2/80 }
@@ -260,7 +265,7 @@ TEST_F(NftSetGoldenTest, RulesAndSetsRenderAsNftListsThem) {
     }
     for (const std::string& name : named) EXPECT_NE(name.rfind("__", 0), 0u) << name;
   }
-  EXPECT_EQ(rules_compared, 35u);
+  EXPECT_EQ(rules_compared, 38u);
   EXPECT_EQ(sets_compared, 12u);
 }
 

@@ -123,6 +123,18 @@ TEST(SetLookupRender, VerdictMapsOfKubeProxy) {
             "tcp dport vmap { 22 : accept }");
 }
 
+TEST(SetLookupRender, KubeProxyMarkWrites) {
+  // mark = (mark & ~mask) ^ value, in the bit-set / toggle / clear forms nft prints.
+  EXPECT_EQ(RenderAction(Backend::kNft, Family::kIpv4, {ActionKind::kSetMark, 0x4000, 0x4000}),
+            "meta mark set meta mark | 0x00004000");
+  EXPECT_EQ(RenderAction(Backend::kNft, Family::kIpv4, {ActionKind::kSetMark, 0x4000, 0}),
+            "meta mark set meta mark ^ 0x00004000");
+  EXPECT_EQ(RenderAction(Backend::kNft, Family::kIpv4, {ActionKind::kSetMark, 0, 0x4000}),
+            "meta mark set meta mark & 0xffffbfff");
+  EXPECT_EQ(RenderAction(Backend::kNft, Family::kIpv4, {ActionKind::kSetConnmark, 0x111, 0xfff}),
+            "ct mark set ct mark & 0xfffff000 | 0x00000111");
+}
+
 TEST(SetLookupRender, EqualByMeaningNotByAnonymousName) {
   // Two reads inline the same elements into the same text, whatever __setN the kernel chose.
   const Rule a = MakeRule({Protocol(6), SetMatch("{} dport", {"80", "443"})}, kAccept);
