@@ -140,6 +140,7 @@ void RenderNftTable(const Table& t, std::string& out) {
     const bool map = !s.data_type.empty();
     out += std::string(map ? "\tmap " : "\tset ") + s.name + " {\n\t\ttype " + s.key_type +
            (map ? " : " + s.data_type : "") + "\n";
+    if (s.interval) out += "\t\tflags interval\n";
     if (!s.comment.empty()) out += "\t\tcomment \"" + s.comment + "\"\n";
     if (!s.elements.empty()) {
       out += "\t\telements = { ";

@@ -145,6 +145,7 @@ struct NftSet {
   std::vector<std::string> elements;  // as nft prints them: "10.244.0.5", "tcp . 80 : goto x"
   std::string data_type;              // maps only: "verdict", "ipv4_addr", ...; empty for a set
   bool anonymous = false;             // kept only when its elements could not be inlined
+  bool interval = false;              // "flags interval": elements are ranges and prefixes
 };
 
 struct Table {

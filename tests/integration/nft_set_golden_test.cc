@@ -135,6 +135,7 @@ struct NftListing {
   std::map<std::string, std::vector<std::string>> rules;  // "<family> <table> <chain>"
   std::map<std::string, std::string> set_types;           // "<family> <table> <set>"
   std::map<std::string, std::string> set_elements;        // "{ a, b }" as printed
+  std::map<std::string, std::string> set_flags;           // "interval"
 };
 
 NftListing ParseListing(const std::string& text) {
@@ -162,6 +163,7 @@ NftListing ParseListing(const std::string& text) {
     if (block.empty()) continue;  // table comment
     if (in_set) {
       if (t.rfind("type ", 0) == 0) out.set_types[block] = t.substr(5);
+      if (t.rfind("flags ", 0) == 0) out.set_flags[block] = t.substr(6);
       if (t.rfind("elements = ", 0) == 0) {
         std::string elements = t.substr(11);
         // nft wraps long element lists over several lines.
@@ -259,6 +261,9 @@ TEST_F(NftSetGoldenTest, RulesAndSetsRenderAsNftListsThem) {
       EXPECT_FALSE(set.anonymous) << key;
       const std::string type = set.key_type + (set.data_type.empty() ? "" : " : " + set.data_type);
       EXPECT_EQ(type, nft.set_types.count(key) ? nft.set_types.at(key) : "<absent>") << key;
+      EXPECT_EQ(set.interval ? "interval" : "",
+                nft.set_flags.count(key) ? nft.set_flags.at(key) : "")
+          << key;
       const std::string printed = nft.set_elements.count(key) ? nft.set_elements.at(key) : "";
       EXPECT_EQ(SortedElements(set.elements), SortedElements(SplitElements(printed))) << key;
       ++sets_compared;

@@ -181,6 +181,37 @@ TEST(SetLookupRender, NftTextPortSetsMeanWhatTheReaderReads) {
       MakeRule({Protocol(17), SetMatch("dns sport", {}, true)}, Action{ActionKind::kDrop}).sem);
 }
 
+TEST(SetLookupRender, NftTextMapsAndIntervalSetsLikeTheReader) {
+  auto tables = ParseNftText(
+      "table ip kube-proxy {\n"
+      "\tmap service-ips {\n"
+      "\t\ttype ipv4_addr . inet_proto . inet_service : verdict\n"
+      "\t}\n"
+      "\tset nets {\n"
+      "\t\ttype ipv4_addr\n"
+      "\t\tflags constant,interval\n"
+      "\t}\n"
+      "}\n");
+  ASSERT_TRUE(tables.ok()) << tables.error().message;
+  ASSERT_EQ(tables->size(), 1u);
+  ASSERT_EQ((*tables)[0].sets.size(), 2u);
+  const NftSet& map = (*tables)[0].sets[0];
+  EXPECT_EQ(map.key_type, "ipv4_addr . inet_proto . inet_service");
+  EXPECT_EQ(map.data_type, "verdict");
+  EXPECT_FALSE(map.interval);
+  EXPECT_TRUE((*tables)[0].sets[1].interval);
+  EXPECT_EQ((*tables)[0].sets[1].data_type, "");
+  // And back to a script nft accepts: the map keeps its verdict type, the set its flag.
+  const std::string script = RenderNftScript(*tables);
+  EXPECT_NE(script.find("add map ip kube-proxy service-ips { type ipv4_addr . inet_proto . "
+                        "inet_service : verdict ; }"),
+            std::string::npos)
+      << script;
+  EXPECT_NE(script.find("add set ip kube-proxy nets { type ipv4_addr ; flags interval ; }"),
+            std::string::npos)
+      << script;
+}
+
 TEST(SetLookupRender, ParseSetLookup) {
   EXPECT_EQ(ParseSetLookup("ports dport").set, "ports");
   EXPECT_EQ(ParseSetLookup("ports dport").key, "dport");

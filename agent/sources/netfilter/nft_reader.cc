@@ -691,6 +691,7 @@ class NfTablesReader {
     out.key_type = KeyTypeName(key_type);
     out.comment = SetComment(set);
     out.anonymous = (flags & NFT_SET_ANONYMOUS) != 0;
+    out.interval = (flags & NFT_SET_INTERVAL) != 0;
     const bool is_map = (flags & NFT_SET_MAP) != 0;
     const uint32_t data_type = is_map ? nftnl_set_get_u32(set, NFTNL_SET_DATA_TYPE) : 0;
     if (is_map) out.data_type = data_type == NFT_DATA_VERDICT ? "verdict" : KeyTypeName(data_type);

@@ -832,7 +832,16 @@ class NftTextParser {
         while (i < words.size() && words[i] != ";" && words[i] != "}") {
           type += (type.empty() ? "" : " ") + words[i++];
         }
-        set_->key_type = type;
+        // A map's "type K : V" keeps V apart, as the nft reader does.
+        const size_t colon = type.find(" : ");
+        set_->key_type = type.substr(0, colon);
+        if (colon != std::string::npos) set_->data_type = type.substr(colon + 3);
+      } else if (key == "flags") {
+        while (i < words.size() && words[i] != ";" && words[i] != "}") {
+          // "flags constant,interval" may arrive as one word or several.
+          const std::string flags = "," + words[i++] + ",";
+          if (flags.find(",interval,") != std::string::npos) set_->interval = true;
+        }
       } else if (key == "comment" && i < words.size()) {
         set_->comment = words[i++];
       } else if (key == "elements") {
@@ -958,6 +967,7 @@ std::string RenderNftScript(const std::vector<Table>& tables) {
       out += std::string(map ? "add map " : "add set ") + prefix + " " + set.name + " { type " +
              (set.key_type.empty() ? "ipv4_addr" : set.key_type) +
              (map ? " : " + set.data_type : "") + " ;";
+      if (set.interval) out += " flags interval ;";
       if (!set.comment.empty()) out += " comment " + QuoteNft(set.comment) + " ;";
       out += " }\n";
       if (!set.elements.empty()) {
