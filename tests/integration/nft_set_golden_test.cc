@@ -77,6 +77,7 @@ table inet mixed {
   set pods { type ipv6_addr; elements = { fd00::7 }; }
   set nets { type ipv4_addr; flags interval; elements = { 10.0.0.0/8, 192.168.0.0-192.168.0.9 }; }
   set pairs { type ipv4_addr . inet_service; elements = { 10.0.0.1 . 80 }; }
+  set ranges { type ipv4_addr . inet_service; flags interval; elements = { 10.0.0.0/8 . 80-90, 192.168.0.1 . 443 }; }
   chain c {
     tcp dport { 8080, 9090 } counter accept
     tcp dport @ports accept
@@ -99,6 +100,7 @@ table inet mixed {
     meta l4proto { tcp, udp } accept
     ip saddr . tcp dport { 10.0.0.1 . 80, 10.0.0.2 . 443 } accept
     ip saddr . th dport @pairs accept
+    ip daddr . tcp dport @ranges accept
     tcp dport vmap { 22 : accept, 23 : drop }
     meta l4proto . th dport vmap { tcp . 22 : accept, udp . 53 : jump dns }
   }
@@ -270,8 +272,8 @@ TEST_F(NftSetGoldenTest, RulesAndSetsRenderAsNftListsThem) {
     }
     for (const std::string& name : named) EXPECT_NE(name.rfind("__", 0), 0u) << name;
   }
-  EXPECT_EQ(rules_compared, 38u);
-  EXPECT_EQ(sets_compared, 12u);
+  EXPECT_EQ(rules_compared, 39u);
+  EXPECT_EQ(sets_compared, 13u);
 }
 
 TEST_F(NftSetGoldenTest, LookupsCarryTheirRealKeysAndVerdicts) {

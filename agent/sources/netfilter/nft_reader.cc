@@ -439,33 +439,58 @@ std::string WithData(std::string key, const std::string& data) {
   return data.empty() ? key : key + " : " + data;
 }
 
+// A concatenated range (pipapo sets: `10.0.0.0/8 . 80-90`): each field printed as its own range.
+std::string ConcatRangeText(uint32_t key_type, std::span<const uint8_t> first,
+                            std::span<const uint8_t> last) {
+  const auto fields = KeyFieldTypes(key_type);
+  if (fields.size() == 1 || first.size() != last.size()) return RangeText(key_type, first, last);
+  std::string out;
+  size_t at = 0;
+  for (uint32_t type : fields) {
+    const size_t bytes = FieldBytes(type);
+    if (bytes == 0 || at + bytes > first.size()) {
+      return ElementText(key_type, first) + "-" + ElementText(key_type, last);
+    }
+    if (!out.empty()) out += " . ";
+    out += RangeText(type, first.subspan(at, bytes), last.subspan(at, bytes));
+    at += (bytes + 3) / 4 * 4;
+  }
+  return out;
+}
+
 // Elements in nft's order and spelling. Kernel order is not guaranteed, so sort by value.
 // Interval sets store [start, end) pairs; each pair becomes one range.
 std::vector<std::string> ElementTexts(uint32_t key_type, bool interval,
                                       std::vector<RawElement> elements) {
-  std::sort(elements.begin(), elements.end(), [&](const RawElement& a, const RawElement& b) {
-    const auto ka = SortKey(key_type, a.key);
-    const auto kb = SortKey(key_type, b.key);
-    if (ka != kb) return ka < kb;
-    return a.interval_end > b.interval_end;  // an end meets the next range's equal start first
+  std::vector<std::pair<std::vector<uint8_t>, size_t>> order;  // sort key, index
+  order.reserve(elements.size());
+  for (size_t i = 0; i < elements.size(); ++i) {
+    order.emplace_back(SortKey(key_type, elements[i].key), i);
+  }
+  std::sort(order.begin(), order.end(), [&](const auto& a, const auto& b) {
+    if (a.first != b.first) return a.first < b.first;
+    // An end meets the next range's equal start first.
+    return elements[a.second].interval_end > elements[b.second].interval_end;
   });
   std::vector<std::string> out;
-  for (size_t i = 0; i < elements.size(); ++i) {
-    const RawElement& e = elements[i];
+  out.reserve(elements.size());
+  for (size_t n = 0; n < order.size(); ++n) {
+    const RawElement& e = elements[order[n].second];
     if (!interval || !e.key_end.empty()) {
-      std::string text = ElementText(key_type, e.key);
-      if (!e.key_end.empty() && e.key_end != e.key) text += "-" + ElementText(key_type, e.key_end);
+      std::string text = e.key_end.empty() ? ElementText(key_type, e.key)
+                                           : ConcatRangeText(key_type, e.key, e.key_end);
       out.push_back(WithData(std::move(text), e.data));
       continue;
     }
     if (e.interval_end) continue;  // an end without a start (e.g. the implicit 0.0.0.0 end marker)
-    if (i + 1 < elements.size() && elements[i + 1].interval_end) {
-      std::vector<uint8_t> last = elements[i + 1].key;  // exclusive end -> inclusive last
+    const RawElement* next = n + 1 < order.size() ? &elements[order[n + 1].second] : nullptr;
+    if (next != nullptr && next->interval_end) {
+      std::vector<uint8_t> last = next->key;  // exclusive end -> inclusive last
       for (size_t b = last.size(); b-- > 0;) {
         if (last[b]-- != 0) break;
       }
       out.push_back(WithData(RangeText(key_type, e.key, last), e.data));
-      ++i;
+      ++n;
     } else {
       // Open to the top of the key space: an all-ones last value.
       std::vector<uint8_t> last(e.key.size(), 0xff);
