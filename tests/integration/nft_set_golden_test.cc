@@ -103,6 +103,7 @@ table inet mixed {
     ip daddr . tcp dport @ranges accept
     tcp dport vmap { 22 : accept, 23 : drop }
     meta l4proto . th dport vmap { tcp . 22 : accept, udp . 53 : jump dns }
+    ip daddr vmap { 10.0.0.0/8 : accept, 192.168.0.1 : drop }
   }
   chain dns { return; }
 }
@@ -272,7 +273,7 @@ TEST_F(NftSetGoldenTest, RulesAndSetsRenderAsNftListsThem) {
     }
     for (const std::string& name : named) EXPECT_NE(name.rfind("__", 0), 0u) << name;
   }
-  EXPECT_EQ(rules_compared, 39u);
+  EXPECT_EQ(rules_compared, 40u);
   EXPECT_EQ(sets_compared, 13u);
 }
 
