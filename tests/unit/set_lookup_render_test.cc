@@ -181,6 +181,26 @@ TEST(SetLookupRender, NftTextPortSetsMeanWhatTheReaderReads) {
       MakeRule({Protocol(17), SetMatch("dns sport", {}, true)}, Action{ActionKind::kDrop}).sem);
 }
 
+TEST(SetLookupRender, NftTextNamedLookupsOnMetaAndCtKeys) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"iifname @ifs accept", "ifs iifname"},
+      {"oifname != @ifs accept", "ifs oifname"},
+      {"meta mark @marks accept", "marks mark"},
+      {"ct mark @zones accept", "zones ctmark"},
+      {"meta skuid @users accept", "users skuid"},
+      {"meta l4proto @protos accept", "protos l4proto"},
+  };
+  for (const auto& [text, lookup] : cases) {
+    auto rule = ParseNftRuleText(text, Family::kInet);
+    ASSERT_TRUE(rule.ok()) << text;
+    ASSERT_EQ(rule->sem.matches.size(), 1u) << text;
+    EXPECT_EQ(rule->sem.matches[0].kind, MatchKind::kSet) << text;
+    EXPECT_EQ(rule->sem.matches[0].text, lookup) << text;
+    EXPECT_EQ(rule->sem.matches[0].negated, text.find("!=") != std::string::npos) << text;
+    EXPECT_EQ(Nft(Family::kInet, *rule), text);  // and it prints back as nft wrote it
+  }
+}
+
 TEST(SetLookupRender, NftTextMapsAndIntervalSetsLikeTheReader) {
   auto tables = ParseNftText(
       "table ip kube-proxy {\n"

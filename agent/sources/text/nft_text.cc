@@ -218,6 +218,15 @@ class RuleParser {
     const auto negated = ReadOp();
     if (!negated || !HasWord() || w_[i_].empty()) return false;
     const std::string& value = Next();
+    if (value.size() > 1 && value.front() == '@') {
+      // A named set keyed on this meta field (see "Set lookups" in model/rule.h).
+      if (key != "l4proto" && key != "skuid" && key != "skgid" && key != "iifname" &&
+          key != "oifname" && key != "iif" && key != "oif") {
+        return false;
+      }
+      AddMatch(MatchKind::kSet, *negated, 0, 0, value.substr(1) + " " + key);
+      return true;
+    }
     if (key == "l4proto") {
       const auto proto = text::ProtocolNumber(value);
       if (!proto) return false;
@@ -243,6 +252,14 @@ class RuleParser {
 
   // "[and|& MASK] [==|!=] VALUE" after "mark" / "ct mark".
   bool ParseMarkMatch(MatchKind kind) {
+    const size_t start = i_;
+    if (const auto negated = ReadOp();
+        negated && HasWord() && w_[i_].size() > 1 && w_[i_].front() == '@') {
+      const std::string field = kind == MatchKind::kMark ? "mark" : "ctmark";
+      AddMatch(MatchKind::kSet, *negated, 0, 0, Next().substr(1) + " " + field);
+      return true;
+    }
+    i_ = start;
     uint32_t mask = kFullMask;
     if (Peek("and") || Peek("&")) {
       ++i_;
