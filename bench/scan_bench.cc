@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "analysis/analysis.h"
+#include "bench/bench_support.h"
 #include "lab/lab.h"
 #include "scan/inspector.h"
 #include "scan/scanner.h"
@@ -65,140 +66,6 @@ void InstallTerminationHandlers() {
   sigemptyset(&action.sa_mask);
   action.sa_flags = SA_RESTART;
   for (int signal_number : {SIGINT, SIGTERM, SIGHUP}) sigaction(signal_number, &action, nullptr);
-}
-
-using Clock = std::chrono::steady_clock;
-
-double MillisecondsBetween(Clock::time_point start, Clock::time_point end) {
-  return std::chrono::duration<double, std::milli>(end - start).count();
-}
-
-double Median(std::vector<double> values) {
-  if (values.empty()) return 0;
-  std::sort(values.begin(), values.end());
-  const size_t middle = values.size() / 2;
-  return values.size() % 2 == 1 ? values[middle] : (values[middle - 1] + values[middle]) / 2;
-}
-
-double Mean(const std::vector<double>& values) {
-  if (values.empty()) return 0;
-  return std::accumulate(values.begin(), values.end(), 0.0) / static_cast<double>(values.size());
-}
-
-class UniqueFd {
- public:
-  UniqueFd() = default;
-  explicit UniqueFd(int fd) : fd_(fd) {}
-  ~UniqueFd() { Reset(); }
-  UniqueFd(UniqueFd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
-  UniqueFd& operator=(UniqueFd&& other) noexcept {
-    if (this != &other) {
-      Reset();
-      fd_ = std::exchange(other.fd_, -1);
-    }
-    return *this;
-  }
-  UniqueFd(const UniqueFd&) = delete;
-  UniqueFd& operator=(const UniqueFd&) = delete;
-
-  int get() const { return fd_; }
-  void Reset() {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-  }
-
- private:
-  int fd_ = -1;
-};
-
-class SpawnFileActions {
- public:
-  SpawnFileActions() { posix_spawn_file_actions_init(&actions_); }
-  ~SpawnFileActions() { posix_spawn_file_actions_destroy(&actions_); }
-  SpawnFileActions(const SpawnFileActions&) = delete;
-  SpawnFileActions& operator=(const SpawnFileActions&) = delete;
-
-  posix_spawn_file_actions_t* get() { return &actions_; }
-
- private:
-  posix_spawn_file_actions_t actions_;
-};
-
-struct ChildResult {
-  std::string spawn_error;  // non-empty: the child never ran
-  int exit_code = -1;       // 128 + signal when killed
-  std::string stdout_text;  // only with OutputHandling::kKeepStdout
-  long max_rss_kb = 0;      // ru_maxrss from wait4
-  double wall_ms = 0;       // spawn to reaped
-
-  bool ran() const { return spawn_error.empty(); }
-};
-
-enum class OutputHandling : uint8_t {
-  kDrainAndDiscard,  // stdout+stderr into one pipe, read to EOF and dropped (a checker's view)
-  kDevNull,          // stdout+stderr to /dev/null (the child writes, nobody reads)
-  kKeepStdout,       // stdout captured, stderr inherited
-};
-
-// posix_spawn (clone(CLONE_VM|CLONE_VFORK) in glibc, the way Go's os/exec and Python's subprocess
-// start children), stdin from /dev/null. `argv[0]` must be an absolute path.
-ChildResult RunChild(const std::vector<std::string>& argv, OutputHandling output) {
-  ChildResult result;
-  UniqueFd read_end;
-  UniqueFd write_end;
-  SpawnFileActions actions;
-  posix_spawn_file_actions_addopen(actions.get(), STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-  if (output == OutputHandling::kDevNull) {
-    posix_spawn_file_actions_addopen(actions.get(), STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
-    posix_spawn_file_actions_adddup2(actions.get(), STDOUT_FILENO, STDERR_FILENO);
-  } else {
-    int pipe_fds[2];
-    if (::pipe2(pipe_fds, O_CLOEXEC) != 0) {
-      result.spawn_error = std::string("pipe2: ") + std::strerror(errno);
-      return result;
-    }
-    read_end = UniqueFd(pipe_fds[0]);
-    write_end = UniqueFd(pipe_fds[1]);
-    posix_spawn_file_actions_adddup2(actions.get(), write_end.get(), STDOUT_FILENO);
-    if (output == OutputHandling::kDrainAndDiscard) {
-      posix_spawn_file_actions_adddup2(actions.get(), write_end.get(), STDERR_FILENO);
-    }
-  }
-  std::vector<char*> argv_pointers;
-  argv_pointers.reserve(argv.size() + 1);
-  for (const std::string& argument : argv)
-    argv_pointers.push_back(const_cast<char*>(argument.c_str()));
-  argv_pointers.push_back(nullptr);
-
-  const Clock::time_point start = Clock::now();
-  pid_t pid = -1;
-  if (int error =
-          posix_spawn(&pid, argv[0].c_str(), actions.get(), nullptr, argv_pointers.data(), environ);
-      error != 0) {
-    result.spawn_error = "posix_spawn " + argv[0] + ": " + std::strerror(error);
-    return result;
-  }
-  write_end.Reset();
-  if (read_end.get() >= 0) {
-    char buffer[64 * 1024];
-    for (;;) {
-      const ssize_t count = ::read(read_end.get(), buffer, sizeof(buffer));
-      if (count > 0) {
-        if (output == OutputHandling::kKeepStdout) result.stdout_text.append(buffer, count);
-        continue;
-      }
-      if (count < 0 && errno == EINTR) continue;
-      break;
-    }
-  }
-  int status = 0;
-  struct rusage usage {};
-  while (::wait4(pid, &status, 0, &usage) < 0 && errno == EINTR) {
-  }
-  result.wall_ms = MillisecondsBetween(start, Clock::now());
-  result.max_rss_kb = usage.ru_maxrss;
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return result;
 }
 
 // The hidden probe mode: `scan_bench --rss-probe CMD...` runs CMD with output to /dev/null and
@@ -242,27 +109,6 @@ ProbeResult ProbeRss(const std::string& self_path, const std::vector<std::string
   }
   probe.ok = true;
   return probe;
-}
-
-std::optional<std::string> FindExecutable(const std::string& name) {
-  std::vector<std::string> directories;
-  if (const char* path = std::getenv("PATH")) {
-    std::string_view rest = path;
-    while (!rest.empty()) {
-      const size_t colon = rest.find(':');
-      directories.emplace_back(rest.substr(0, colon));
-      rest = colon == std::string_view::npos ? std::string_view() : rest.substr(colon + 1);
-    }
-  }
-  for (const char* fallback : {"/usr/sbin", "/sbin", "/usr/bin", "/bin"}) {
-    directories.emplace_back(fallback);
-  }
-  for (const std::string& directory : directories) {
-    if (directory.empty()) continue;
-    const std::string candidate = directory + "/" + name;
-    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
-  }
-  return std::nullopt;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -667,21 +513,6 @@ double PerNetnsCpuMicroseconds(const std::optional<Measured>& measured) {
   return measured->cpu_ms * 1000 / measured->netns;
 }
 
-std::string LoadAverage() {
-  std::string text;
-  if (std::FILE* file = std::fopen("/proc/loadavg", "r")) {
-    char buffer[128] = {};
-    if (std::fgets(buffer, sizeof(buffer), file)) text = buffer;
-    std::fclose(file);
-  }
-  // "0.52 0.58 0.59 1/123 4567\n": keep the three averages.
-  size_t end = 0;
-  for (int field = 0; field < 3 && end != std::string::npos; ++field) {
-    end = text.find(' ', end + (field == 0 ? 0 : 1));
-  }
-  return text.substr(0, end);
-}
-
 struct RowFigures {
   double w1_us = 0;
   double w2_us = 0;
@@ -820,12 +651,6 @@ void PrintTable(const std::vector<SizeRow>& rows, const Environment& env, long p
     }
     std::printf("\n");
   }
-}
-
-std::string SelfPath() {
-  std::error_code error;
-  fs::path path = fs::read_symlink("/proc/self/exe", error);
-  return error ? std::string() : path.string();
 }
 
 int Main(int argc, char** argv) {

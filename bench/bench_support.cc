@@ -1,0 +1,157 @@
+#include "bench/bench_support.h"
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <numeric>
+#include <string_view>
+
+#include "sources/unique_fd.h"
+
+extern char** environ;
+
+namespace ad::bench {
+namespace {
+
+class SpawnFileActions {
+ public:
+  SpawnFileActions() { posix_spawn_file_actions_init(&actions_); }
+  ~SpawnFileActions() { posix_spawn_file_actions_destroy(&actions_); }
+  SpawnFileActions(const SpawnFileActions&) = delete;
+  SpawnFileActions& operator=(const SpawnFileActions&) = delete;
+
+  posix_spawn_file_actions_t* get() { return &actions_; }
+
+ private:
+  posix_spawn_file_actions_t actions_;
+};
+
+}  // namespace
+
+double MillisecondsBetween(Clock::time_point start, Clock::time_point end) {
+  return std::chrono::duration<double, std::milli>(end - start).count();
+}
+
+double Median(std::vector<double> values) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  const size_t middle = values.size() / 2;
+  return values.size() % 2 == 1 ? values[middle] : (values[middle - 1] + values[middle]) / 2;
+}
+
+double Mean(const std::vector<double>& values) {
+  if (values.empty()) return 0;
+  return std::accumulate(values.begin(), values.end(), 0.0) / static_cast<double>(values.size());
+}
+
+ChildResult RunChild(const std::vector<std::string>& argv, OutputHandling output) {
+  ChildResult result;
+  UniqueFd read_end;
+  UniqueFd write_end;
+  SpawnFileActions actions;
+  posix_spawn_file_actions_addopen(actions.get(), STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  if (output == OutputHandling::kDevNull) {
+    posix_spawn_file_actions_addopen(actions.get(), STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
+    posix_spawn_file_actions_adddup2(actions.get(), STDOUT_FILENO, STDERR_FILENO);
+  } else {
+    int pipe_fds[2];
+    if (::pipe2(pipe_fds, O_CLOEXEC) != 0) {
+      result.spawn_error = std::string("pipe2: ") + std::strerror(errno);
+      return result;
+    }
+    read_end = UniqueFd(pipe_fds[0]);
+    write_end = UniqueFd(pipe_fds[1]);
+    posix_spawn_file_actions_adddup2(actions.get(), write_end.get(), STDOUT_FILENO);
+    if (output == OutputHandling::kDrainAndDiscard) {
+      posix_spawn_file_actions_adddup2(actions.get(), write_end.get(), STDERR_FILENO);
+    }
+  }
+  std::vector<char*> argv_pointers;
+  argv_pointers.reserve(argv.size() + 1);
+  for (const std::string& argument : argv)
+    argv_pointers.push_back(const_cast<char*>(argument.c_str()));
+  argv_pointers.push_back(nullptr);
+
+  const Clock::time_point start = Clock::now();
+  pid_t pid = -1;
+  if (int error =
+          posix_spawn(&pid, argv[0].c_str(), actions.get(), nullptr, argv_pointers.data(), environ);
+      error != 0) {
+    result.spawn_error = "posix_spawn " + argv[0] + ": " + std::strerror(error);
+    return result;
+  }
+  write_end.Reset();
+  if (read_end.get() >= 0) {
+    char buffer[64 * 1024];
+    for (;;) {
+      const ssize_t count = ::read(read_end.get(), buffer, sizeof(buffer));
+      if (count > 0) {
+        if (output == OutputHandling::kKeepStdout) result.stdout_text.append(buffer, count);
+        continue;
+      }
+      if (count < 0 && errno == EINTR) continue;
+      break;
+    }
+  }
+  int status = 0;
+  struct rusage usage {};
+  while (::wait4(pid, &status, 0, &usage) < 0 && errno == EINTR) {
+  }
+  result.wall_ms = MillisecondsBetween(start, Clock::now());
+  result.max_rss_kb = usage.ru_maxrss;
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return result;
+}
+
+std::optional<std::string> FindExecutable(const std::string& name) {
+  std::vector<std::string> directories;
+  if (const char* path = std::getenv("PATH")) {
+    std::string_view rest = path;
+    while (!rest.empty()) {
+      const size_t colon = rest.find(':');
+      directories.emplace_back(rest.substr(0, colon));
+      rest = colon == std::string_view::npos ? std::string_view() : rest.substr(colon + 1);
+    }
+  }
+  for (const char* fallback : {"/usr/sbin", "/sbin", "/usr/bin", "/bin"}) {
+    directories.emplace_back(fallback);
+  }
+  for (const std::string& directory : directories) {
+    if (directory.empty()) continue;
+    const std::string candidate = directory + "/" + name;
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+  return std::nullopt;
+}
+
+std::string LoadAverage() {
+  std::string text;
+  if (std::FILE* file = std::fopen("/proc/loadavg", "r")) {
+    char buffer[128] = {};
+    if (std::fgets(buffer, sizeof(buffer), file)) text = buffer;
+    std::fclose(file);
+  }
+  // "0.52 0.58 0.59 1/123 4567\n": keep the three averages.
+  size_t end = 0;
+  for (int field = 0; field < 3 && end != std::string::npos; ++field) {
+    end = text.find(' ', end + (field == 0 ? 0 : 1));
+  }
+  return text.substr(0, end);
+}
+
+std::string SelfPath() {
+  std::error_code error;
+  std::filesystem::path path = std::filesystem::read_symlink("/proc/self/exe", error);
+  return error ? std::string() : path.string();
+}
+
+}  // namespace ad::bench

@@ -1,0 +1,46 @@
+// Helpers the whole-node benches share: running a child the way a checker would, medians, and
+// finding tools on PATH. Benchmarks measure and print; they never assert.
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ad::bench {
+
+using Clock = std::chrono::steady_clock;
+
+double MillisecondsBetween(Clock::time_point start, Clock::time_point end);
+double Median(std::vector<double> values);
+double Mean(const std::vector<double>& values);
+
+struct ChildResult {
+  std::string spawn_error;  // non-empty: the child never ran
+  int exit_code = -1;       // 128 + signal when killed
+  std::string stdout_text;  // only with OutputHandling::kKeepStdout
+  long max_rss_kb = 0;      // ru_maxrss from wait4
+  double wall_ms = 0;       // spawn to reaped
+
+  bool ran() const { return spawn_error.empty(); }
+};
+
+enum class OutputHandling : uint8_t {
+  kDrainAndDiscard,  // stdout+stderr into one pipe, read to EOF and dropped (a checker's view)
+  kDevNull,          // stdout+stderr to /dev/null (the child writes, nobody reads)
+  kKeepStdout,       // stdout captured, stderr inherited
+};
+
+// posix_spawn (clone(CLONE_VM|CLONE_VFORK) in glibc, the way Go's os/exec and Python's subprocess
+// start children), stdin from /dev/null, then wait4. `argv[0]` must be an absolute path.
+ChildResult RunChild(const std::vector<std::string>& argv, OutputHandling output);
+
+std::optional<std::string> FindExecutable(const std::string& name);
+
+// "0.52 0.58 0.59" from /proc/loadavg.
+std::string LoadAverage();
+
+// /proc/self/exe.
+std::string SelfPath();
+
+}  // namespace ad::bench

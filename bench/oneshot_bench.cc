@@ -1,0 +1,317 @@
+// One-shot speed, side by side in one run on one lab node: the real `ambient-doctor report`
+// binary (json and table), its start-up, the in-process phases (scan, analysis, rendering), the
+// kernel's bare nf_tables dump floor (nft_dump_floor) and the five-command shell-out baseline.
+//
+//   oneshot_bench [--pods 250] [--runs 15] [--sample 20] [--prefix adshot]
+//
+// Needs root: brings up a lab of N pods (Istio default v4 rules with DNS capture, iptables-nft)
+// plus a one-netns lab for start-up, and removes both. Prints; never asserts. Targets (issue 6
+// §5) are shown as information.
+#include <unistd.h>
+
+#include <algorithm>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <iterator>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "analysis/analysis.h"
+#include "bench/bench_support.h"
+#include "cli/report_render.h"
+#include "lab/lab.h"
+#include "scan/inspector.h"
+#include "scan/scanner.h"
+
+namespace ad::bench {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr unsigned kSampleSeed = 20240611;  // the same netns are sampled every run
+constexpr int kReportWorkers = 2;           // the report's default
+
+volatile std::sig_atomic_t g_interrupted = 0;
+void OnTerminationSignal(int /*signal_number*/) { g_interrupted = 1; }
+bool Interrupted() { return g_interrupted != 0; }
+
+struct Flags {
+  int pods = 250;
+  int runs = 15;
+  int sample = 20;
+  std::string prefix = "adshot";
+};
+
+std::optional<Flags> ParseFlags(int argc, char** argv) {
+  Flags flags;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view argument = argv[i];
+    if (i + 1 >= argc) return std::nullopt;
+    const char* value = argv[++i];
+    if (argument == "--pods") {
+      flags.pods = std::atoi(value);
+    } else if (argument == "--runs") {
+      flags.runs = std::max(1, std::atoi(value));
+    } else if (argument == "--sample") {
+      flags.sample = std::max(1, std::atoi(value));
+    } else if (argument == "--prefix") {
+      flags.prefix = value;
+    } else {
+      return std::nullopt;
+    }
+  }
+  if (flags.pods < 1 || flags.prefix.empty()) return std::nullopt;
+  return flags;
+}
+
+lab::LabOptions IstioDefaultLab(const std::string& prefix, int pods) {
+  lab::LabOptions options;
+  options.prefix = prefix;
+  options.pods = pods;
+  options.backend = lab::LabBackend::kIptablesNft;
+  options.ipv6 = false;
+  options.dns_capture = true;
+  return options;
+}
+
+ScanOptions LabScanOptions(const std::string& prefix, int workers) {
+  ScanOptions options;
+  options.discovery.proc_root.clear();
+  options.discovery.netns_dirs = {"/run/netns"};
+  options.discovery.name_glob = prefix + "-*";
+  options.discovery.host_netns_path = "/run/netns/" + prefix + "-host";
+  options.workers = workers;
+  options.node_name = prefix;
+  return options;
+}
+
+// Median wall time of `runs` calls of `body` (milliseconds).
+template <typename Body>
+double MedianMs(int runs, Body body) {
+  std::vector<double> samples;
+  for (int run = 0; run < runs && !Interrupted(); ++run) {
+    const Clock::time_point start = Clock::now();
+    body();
+    samples.push_back(MillisecondsBetween(start, Clock::now()));
+  }
+  return Median(samples);
+}
+
+struct ChildTiming {
+  double median_ms = 0;
+  int exit_code = -1;
+  std::string error;
+};
+
+// fork+exec+wait of the real binary, output drained through a pipe like a checker reads it.
+ChildTiming TimeChild(const std::vector<std::string>& argv, int runs) {
+  ChildTiming timing;
+  std::vector<double> samples;
+  for (int run = 0; run < runs && !Interrupted(); ++run) {
+    ChildResult child = RunChild(argv, OutputHandling::kDrainAndDiscard);
+    if (!child.ran()) {
+      timing.error = child.spawn_error;
+      return timing;
+    }
+    timing.exit_code = child.exit_code;
+    samples.push_back(child.wall_ms);
+  }
+  timing.median_ms = Median(samples);
+  return timing;
+}
+
+struct Floor {
+  double per_netns_us = 0;
+  double node_ms = 0;
+  std::string error;
+};
+
+Floor MeasureFloor(const std::string& floor_path, const std::string& prefix, int runs) {
+  Floor floor;
+  ChildResult child =
+      RunChild({floor_path, "--prefix", prefix, "--rounds", std::to_string(runs), "--threads", "1"},
+               OutputHandling::kKeepStdout);
+  const size_t line = child.stdout_text.find("netns=");
+  size_t netns = 0;
+  size_t bytes = 0;
+  if (!child.ran() || child.exit_code != 0 || line == std::string::npos ||
+      std::sscanf(child.stdout_text.c_str() + line,
+                  "netns=%zu per_netns_us=%lf node_ms=%lf bytes=%zu", &netns, &floor.per_netns_us,
+                  &floor.node_ms, &bytes) != 4) {
+    floor.error = child.ran() ? "nft_dump_floor exited " + std::to_string(child.exit_code)
+                              : child.spawn_error;
+  }
+  return floor;
+}
+
+struct ShellOut {
+  int measured = 0;
+  double per_netns_ms = 0;  // mean over the sampled netns, all five commands
+  int failures = 0;
+};
+
+ShellOut MeasureShellOut(const lab::LabNode& node, int sample) {
+  ShellOut result;
+  std::vector<std::string> population = {node.host_netns_name};
+  for (const lab::LabPod& pod : node.pods) population.push_back(pod.netns_name);
+  std::vector<std::string> measured;
+  std::mt19937 generator(kSampleSeed);
+  std::sample(population.begin(), population.end(), std::back_inserter(measured),
+              std::min<size_t>(sample, population.size()), generator);
+  std::vector<std::vector<std::string>> tools;
+  for (const char* name : {"iptables-legacy-save", "iptables-nft-save", "ip6tables-legacy-save",
+                           "ip6tables-nft-save"}) {
+    if (auto path = FindExecutable(name)) tools.push_back({*path});
+  }
+  if (auto nft = FindExecutable("nft")) tools.push_back({*nft, "-j", "list", "ruleset"});
+  const std::optional<std::string> ip = FindExecutable("ip");
+  if (!ip || tools.size() != 5) {
+    result.failures = 1;
+    return result;
+  }
+  std::vector<double> per_netns;
+  for (const std::string& netns : measured) {
+    if (Interrupted()) break;
+    double total = 0;
+    for (const auto& tool : tools) {
+      std::vector<std::string> argv = {*ip, "netns", "exec", netns};
+      argv.insert(argv.end(), tool.begin(), tool.end());
+      ChildResult child = RunChild(argv, OutputHandling::kDrainAndDiscard);
+      if (!child.ran() || child.exit_code != 0) ++result.failures;
+      total += child.wall_ms;
+    }
+    per_netns.push_back(total);
+  }
+  result.measured = static_cast<int>(per_netns.size());
+  result.per_netns_ms = Mean(per_netns);
+  return result;
+}
+
+std::string Verdict(bool met) { return met ? "met" : "MISSED"; }
+
+int Main(int argc, char** argv) {
+  std::optional<Flags> flags = ParseFlags(argc, argv);
+  if (!flags) {
+    std::fprintf(stderr,
+                 "usage: oneshot_bench [--pods 250] [--runs 15] [--sample 20] [--prefix adshot]\n");
+    return 2;
+  }
+  if (::geteuid() != 0) {
+    std::fprintf(stderr, "oneshot_bench: needs root (creates lab network namespaces)\n");
+    return 2;
+  }
+  for (int signal_number : {SIGINT, SIGTERM, SIGHUP})
+    std::signal(signal_number, OnTerminationSignal);
+  const fs::path build_dir = fs::path(SelfPath()).parent_path().parent_path();
+  const std::string doctor = (build_dir / "agent" / "ambient-doctor").string();
+  const std::string floor_program = (build_dir / "bench" / "nft_dump_floor").string();
+  for (const std::string& path : {doctor, floor_program}) {
+    if (::access(path.c_str(), X_OK) != 0) {
+      std::fprintf(stderr, "oneshot_bench: %s not built\n", path.c_str());
+      return 2;
+    }
+  }
+  const std::string load_at_start = LoadAverage();
+  const int runs = flags->runs;
+  const std::string single_prefix = flags->prefix + "one";
+
+  std::printf("lab %s: %d pods, iptables-nft, Istio default v4 rules with DNS capture\n",
+              flags->prefix.c_str(), flags->pods);
+  std::fflush(stdout);
+  lab::ScopedLab lab(IstioDefaultLab(flags->prefix, flags->pods));
+  lab::ScopedLab single(IstioDefaultLab(single_prefix, 0));  // the host netns only
+  if (!lab.ok() || !single.ok()) {
+    std::fprintf(stderr, "oneshot_bench: lab up failed: %s\n",
+                 (lab.ok() ? single.error() : lab.error()).message.c_str());
+    return 1;
+  }
+  const int netns_count = flags->pods + 1;
+
+  // (c) the real binary: whole report, both formats, then start-up.
+  const auto report = [&](const std::string& prefix, const char* format) {
+    return TimeChild({doctor, "report", "--lab-prefix", prefix, "-o", format}, runs);
+  };
+  const ChildTiming report_json = report(flags->prefix, "json");
+  const ChildTiming report_table = report(flags->prefix, "table");
+  const ChildTiming report_single = report(single_prefix, "json");
+  const ChildTiming version = TimeChild({doctor, "version"}, runs);
+  for (const ChildTiming* timing : {&report_json, &report_table, &report_single, &version}) {
+    if (!timing->error.empty() || timing->exit_code < 0 || timing->exit_code > 1) {
+      std::fprintf(stderr, "oneshot_bench: ambient-doctor failed: exit %d %s\n", timing->exit_code,
+                   timing->error.c_str());
+      return 1;
+    }
+  }
+
+  // The same work in-process, phase by phase.
+  std::unique_ptr<NetnsInspector> inspector =
+      MakeKernelInspector(ReadLimits{}, {.ipsets_in_host_only = true});
+  const ScanOptions scan_w1 = LabScanOptions(flags->prefix, 1);
+  const ScanOptions scan_w2 = LabScanOptions(flags->prefix, kReportWorkers);
+  NodeSnapshot snapshot = ScanNode(scan_w2, *inspector);
+  NodeAnalysis analysis = Analyze(snapshot);
+  const double scan_w1_ms = MedianMs(runs, [&] { ScanNode(scan_w1, *inspector); });
+  const double scan_w2_ms = MedianMs(runs, [&] { ScanNode(scan_w2, *inspector); });
+  const double analyze_ms = MedianMs(runs, [&] { analysis = Analyze(snapshot); });
+  const double json_ms = MedianMs(runs, [&] { cli::RenderReportJson(snapshot, analysis); });
+  const double table_ms =
+      MedianMs(runs, [&] { cli::RenderReportTable(snapshot, analysis, cli::RenderOptions{}); });
+
+  // (b) the floor and (a) the shell-out baseline.
+  const Floor floor = MeasureFloor(floor_program, flags->prefix, runs);
+  if (!floor.error.empty()) {
+    std::fprintf(stderr, "oneshot_bench: %s\n", floor.error.c_str());
+    return 1;
+  }
+  const ShellOut shell = MeasureShellOut(lab.node(), flags->sample);
+
+  const double scan_w1_per_netns_us = scan_w1_ms * 1000 / netns_count;
+  std::printf(
+      "\n=== oneshot_bench: %d netns (%d pods + host), %d runs each, medians ===\n"
+      "load average: %s at start, %s at end (2 CPUs)\n\n",
+      netns_count, flags->pods, runs, load_at_start.c_str(), LoadAverage().c_str());
+  std::printf("%-48s %10s\n", "figure", "value");
+  std::printf("%-48s %8.1f ms\n", "report -o json, wall (fork+exec+wait)", report_json.median_ms);
+  std::printf("%-48s %8.1f ms\n", "report -o table, wall", report_table.median_ms);
+  std::printf("%-48s %8.1f ms\n", "start-up: report on a 1-netns lab", report_single.median_ms);
+  std::printf("%-48s %8.1f ms\n", "start-up: version", version.median_ms);
+  std::printf("%-48s %8.1f ms\n", "in-process ScanNode, 2 workers", scan_w2_ms);
+  std::printf("%-48s %8.1f ms\n", "in-process ScanNode, 1 worker", scan_w1_ms);
+  std::printf("%-48s %8.2f ms\n", "in-process Analyze", analyze_ms);
+  std::printf("%-48s %8.2f ms\n", "in-process RenderReportJson", json_ms);
+  std::printf("%-48s %8.2f ms\n", "in-process RenderReportTable", table_ms);
+  std::printf("%-48s %8.1f ms\n", "floor: bare nft dump, whole node, 1 thread", floor.node_ms);
+  std::printf("%-48s %8.1f us\n", "floor: per netns", floor.per_netns_us);
+  std::printf("%-48s %8.1f us\n", "scan per netns (1 worker)", scan_w1_per_netns_us);
+  std::printf("%-48s %8.2f ms  (%d netns sampled%s)\n", "shell-out: 5 commands per netns",
+              shell.per_netns_ms, shell.measured,
+              shell.failures > 0 ? ", SOME COMMANDS FAILED" : "");
+  std::printf("\nratios\n");
+  std::printf("%-48s %8.2fx\n", "scan per netns / floor per netns",
+              scan_w1_per_netns_us / floor.per_netns_us);
+  std::printf("%-48s %8.2fx\n", "report json wall / floor whole node",
+              report_json.median_ms / floor.node_ms);
+  std::printf("%-48s %8.0fx\n", "shell-out per netns / floor per netns",
+              shell.per_netns_ms * 1000 / floor.per_netns_us);
+  std::printf("%-48s %8.0fx\n", "shell-out per netns / scan per netns",
+              shell.per_netns_ms * 1000 / scan_w1_per_netns_us);
+  std::printf("\ntargets (issue 6 §5; information, not assertions)\n");
+  std::printf(
+      "  report json <= 40 ms: %s; report table <= 40 ms: %s; start-up <= 5 ms: %s; "
+      "per netns within 1.5x of the floor: %s\n",
+      Verdict(report_json.median_ms <= 40).c_str(), Verdict(report_table.median_ms <= 40).c_str(),
+      Verdict(report_single.median_ms <= 5).c_str(),
+      Verdict(scan_w1_per_netns_us <= 1.5 * floor.per_netns_us).c_str());
+  return Interrupted() ? 130 : 0;
+}
+
+}  // namespace
+}  // namespace ad::bench
+
+int main(int argc, char** argv) { return ad::bench::Main(argc, argv); }
