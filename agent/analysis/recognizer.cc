@@ -4,8 +4,11 @@
 
 #include <algorithm>
 #include <array>
+#include <map>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 
 namespace ad {
@@ -42,6 +45,7 @@ struct ObservedChain {
   const Table* table;
   const Chain* chain;
   bool owned;
+  std::vector<RuleSemantics> keys;  // SortedSemantics of each rule; filled by FitVariant only
 };
 
 std::vector<ObservedChain> InpodChains(const NetfilterState& netfilter, Backend backend) {
@@ -53,9 +57,9 @@ std::vector<ObservedChain> InpodChains(const NetfilterState& netfilter, Backend 
       if (!istio::IsIstioIptablesTable(table.name)) continue;
       for (const Chain& chain : table.chains) {
         if (IsInpodIptablesChain(chain.name)) {
-          chains.push_back({table.family, &table, &chain, true});
+          chains.push_back({table.family, &table, &chain, true, {}});
         } else if (chain.name == "PREROUTING" || chain.name == "OUTPUT") {
-          chains.push_back({table.family, &table, &chain, false});
+          chains.push_back({table.family, &table, &chain, false, {}});
         }
       }
     } else {
@@ -63,7 +67,7 @@ std::vector<ObservedChain> InpodChains(const NetfilterState& netfilter, Backend 
       for (const Chain& chain : table.chains) {
         // The host's probe-SNAT chain shares the table name; it is not in-pod state.
         if (chain.name == istio::kNftHostChain) continue;
-        chains.push_back({Family::kInet, &table, &chain, true});
+        chains.push_back({Family::kInet, &table, &chain, true, {}});
       }
     }
   }
@@ -76,26 +80,97 @@ bool IsIstioRuleIn(const ObservedChain& observed, const Rule& rule) {
   return target && IsInpodIptablesChain(*target);
 }
 
-// Every non-jump in-pod rule any variant can produce for this backend: recognises ambient
-// ISTIO_OUTPUT content even when ISTIO_PRERT is gone (sidecar mode has ISTIO_OUTPUT too).
-std::vector<RuleSemantics> AmbientRuleUniverse(RulesetBackend backend,
-                                               const AnalysisOptions& options) {
-  std::vector<RuleSemantics> universe;
-  AmbientVariant widest{true, false, {}, true};
+// One variant's expected rule set with the comparison key of every rule (same chain and rule
+// order), built once per process: every netns is scored against a dozen candidate variants.
+struct VariantRuleset {
+  istio::ExpectedRuleset ruleset;
+  std::vector<std::vector<RuleSemantics>> keys;
+};
+
+struct VariantKey {
+  RulesetBackend backend;
+  const AmbientVariant& variant;
+  std::string_view snat_v4;
+  std::string_view snat_v6;
+
+  auto Tie() const { return std::tie(backend, variant, snat_v4, snat_v6); }
+};
+
+struct StoredVariantKey {
+  RulesetBackend backend;
+  AmbientVariant variant;
+  std::string snat_v4;
+  std::string snat_v6;
+
+  auto Tie() const {
+    return std::tuple<RulesetBackend, const AmbientVariant&, std::string_view, std::string_view>(
+        backend, variant, snat_v4, snat_v6);
+  }
+};
+
+struct VariantKeyLess {
+  using is_transparent = void;
+  template <typename A, typename B>
+  bool operator()(const A& a, const B& b) const {
+    return a.Tie() < b.Tie();
+  }
+};
+
+// Interface names make the key space open-ended, so the cache is bounded; entries in use stay
+// alive through their shared_ptr when it is cleared.
+constexpr size_t kMaxCachedVariants = 1024;
+
+std::shared_ptr<const VariantRuleset> ExpectedFor(RulesetBackend backend,
+                                                  const AmbientVariant& variant,
+                                                  const istio::ProbeSnat& snat) {
+  static std::mutex mutex;
+  static std::map<StoredVariantKey, std::shared_ptr<const VariantRuleset>, VariantKeyLess> cache;
+  const VariantKey key{backend, variant, snat.v4, snat.v6};
+  {
+    std::lock_guard lock(mutex);
+    if (auto found = cache.find(key); found != cache.end()) return found->second;
+  }
+  auto built = std::make_shared<VariantRuleset>();
+  built->ruleset = istio::BuildInpodRuleset(backend, variant, snat);
+  built->keys.reserve(built->ruleset.chains.size());
+  for (const istio::ExpectedChain& chain : built->ruleset.chains) {
+    std::vector<RuleSemantics>& chain_keys = built->keys.emplace_back();
+    chain_keys.reserve(chain.rules.size());
+    for (const istio::ExpectedRule& rule : chain.rules) {
+      chain_keys.push_back(SortedSemantics(rule.rule.sem));
+    }
+  }
+  std::lock_guard lock(mutex);
+  if (cache.size() >= kMaxCachedVariants) cache.clear();
+  auto [entry, inserted] =
+      cache.try_emplace(StoredVariantKey{backend, variant, snat.v4, snat.v6}, std::move(built));
+  return entry->second;
+}
+
+bool ContainsKey(const std::vector<RuleSemantics>& keys, const RuleSemantics& key) {
+  return std::find(keys.begin(), keys.end(), key) != keys.end();
+}
+
+// Whether `key` is a non-jump in-pod rule some variant produces for this backend: recognises
+// ambient ISTIO_OUTPUT content even when ISTIO_PRERT is gone (sidecar mode has ISTIO_OUTPUT too).
+bool InAmbientRuleUniverse(RulesetBackend backend, const AnalysisOptions& options,
+                           const RuleSemantics& key) {
+  const AmbientVariant widest{true, false, {}, true};
   istio::ProbeSnat snat;
   const size_t count = std::max(options.probe_snat_v4.size(), options.probe_snat_v6.size());
   for (size_t i = 0; i < std::max<size_t>(count, 1); ++i) {
     if (i < options.probe_snat_v4.size()) snat.v4 = options.probe_snat_v4[i];
     if (i < options.probe_snat_v6.size()) snat.v6 = options.probe_snat_v6[i];
-    for (const istio::ExpectedChain& chain :
-         istio::BuildInpodRuleset(backend, widest, snat).chains) {
-      for (const istio::ExpectedRule& expected : chain.rules) {
-        if (expected.rule.sem.action.kind == ActionKind::kJump) continue;
-        universe.push_back(SortedSemantics(expected.rule.sem));
+    const std::shared_ptr<const VariantRuleset> expected = ExpectedFor(backend, widest, snat);
+    for (size_t c = 0; c < expected->ruleset.chains.size(); ++c) {
+      const std::vector<istio::ExpectedRule>& rules = expected->ruleset.chains[c].rules;
+      for (size_t r = 0; r < rules.size(); ++r) {
+        if (rules[r].rule.sem.action.kind == ActionKind::kJump) continue;
+        if (expected->keys[c][r] == key) return true;
       }
     }
   }
-  return universe;
+  return false;
 }
 
 // Families (iptables) in which this backend holds in-pod ambient state; empty when none.
@@ -107,7 +182,6 @@ std::set<Family> AmbientFamilies(const NetfilterState& netfilter, Backend backen
     if (!chains.empty()) families = {Family::kIpv4, Family::kIpv6};  // inet covers both
     return families;
   }
-  std::optional<std::vector<RuleSemantics>> universe;
   for (const ObservedChain& observed : chains) {
     if (families.contains(observed.family)) continue;
     if (observed.chain->name == istio::kIptPrerouting) {
@@ -119,9 +193,7 @@ std::set<Family> AmbientFamilies(const NetfilterState& netfilter, Backend backen
         if (JumpsTo(rule, istio::kIptPrerouting)) families.insert(observed.family);
         continue;
       }
-      if (!universe) universe = AmbientRuleUniverse(RulesetBackend::kIptables, options);
-      const RuleSemantics key = SortedSemantics(rule.sem);
-      if (std::find(universe->begin(), universe->end(), key) != universe->end()) {
+      if (InAmbientRuleUniverse(RulesetBackend::kIptables, options, SortedSemantics(rule.sem))) {
         families.insert(observed.family);
         break;
       }
@@ -195,44 +267,56 @@ std::vector<std::string> ObservedVirtualInterfaces(const std::vector<ObservedCha
   return interfaces;
 }
 
-bool ContainsKey(const std::vector<RuleSemantics>& keys, const RuleSemantics& key) {
-  return std::find(keys.begin(), keys.end(), key) != keys.end();
-}
-
 struct Score {
   size_t missing = 0;
   size_t unexpected = 0;
 };
 
-Score ScoreFit(const istio::ExpectedRuleset& expected, const std::vector<ObservedChain>& observed,
-               const NetfilterState& netfilter, Backend backend) {
-  Score score;
-  for (const istio::ExpectedChain& chain : expected.chains) {
-    const Chain* seen =
-        FindObservedChain(netfilter, backend, chain.family, chain.table, chain.chain);
-    std::vector<RuleSemantics> seen_keys;
-    if (seen != nullptr) {
-      for (const Rule& rule : seen->rules) seen_keys.push_back(SortedSemantics(rule.sem));
-    }
-    for (const istio::ExpectedRule& rule : chain.rules) {
-      if (!ContainsKey(seen_keys, SortedSemantics(rule.rule.sem))) ++score.missing;
+const ObservedChain* FindObserved(const std::vector<ObservedChain>& observed, Family family,
+                                  std::string_view table, std::string_view chain) {
+  for (const ObservedChain& candidate : observed) {
+    if (candidate.family == family && candidate.table->name == table &&
+        candidate.chain->name == chain) {
+      return &candidate;
     }
   }
+  return nullptr;
+}
+
+// Every expected chain the kernel can hold is among `observed` (InpodChains keeps all of
+// Istio's in-pod chain names), so lookups stay within it.
+Score ScoreFit(const VariantRuleset& expected, const std::vector<ObservedChain>& observed) {
+  Score score;
+  static const std::vector<RuleSemantics> kNoKeys;
+  for (size_t c = 0; c < expected.ruleset.chains.size(); ++c) {
+    const istio::ExpectedChain& chain = expected.ruleset.chains[c];
+    const ObservedChain* seen = FindObserved(observed, chain.family, chain.table, chain.chain);
+    const std::vector<RuleSemantics>& seen_keys = seen != nullptr ? seen->keys : kNoKeys;
+    for (const RuleSemantics& key : expected.keys[c]) {
+      if (!ContainsKey(seen_keys, key)) ++score.missing;
+    }
+  }
+  std::vector<const RuleSemantics*> counted;  // duplicates are DUPLICATE_RULE's business, not ours
   for (const ObservedChain& chain : observed) {
-    const istio::ExpectedChain* wanted =
-        expected.Find(chain.family, chain.table->name, chain.chain->name);
-    std::vector<RuleSemantics> wanted_keys;
-    if (wanted != nullptr) {
-      for (const istio::ExpectedRule& rule : wanted->rules) {
-        wanted_keys.push_back(SortedSemantics(rule.rule.sem));
+    const std::vector<RuleSemantics>* wanted_keys = &kNoKeys;
+    for (size_t c = 0; c < expected.ruleset.chains.size(); ++c) {
+      const istio::ExpectedChain& wanted = expected.ruleset.chains[c];
+      if (wanted.family == chain.family && wanted.table == chain.table->name &&
+          wanted.chain == chain.chain->name) {
+        wanted_keys = &expected.keys[c];
+        break;
       }
     }
-    std::vector<RuleSemantics> counted;  // duplicates are DUPLICATE_RULE's business, not ours
-    for (const Rule& rule : chain.chain->rules) {
-      if (!IsIstioRuleIn(chain, rule)) continue;
-      RuleSemantics key = SortedSemantics(rule.sem);
-      if (ContainsKey(wanted_keys, key) || ContainsKey(counted, key)) continue;
-      counted.push_back(std::move(key));
+    counted.clear();
+    for (size_t r = 0; r < chain.chain->rules.size(); ++r) {
+      if (!IsIstioRuleIn(chain, chain.chain->rules[r])) continue;
+      const RuleSemantics& key = chain.keys[r];
+      if (ContainsKey(*wanted_keys, key)) continue;
+      if (std::any_of(counted.begin(), counted.end(),
+                      [&key](const RuleSemantics* other) { return *other == key; })) {
+        continue;
+      }
+      counted.push_back(&key);
       ++score.unexpected;
     }
   }
@@ -248,7 +332,11 @@ bool Better(const Score& candidate, const Score& best) {
 }
 
 AmbientFit FitVariant(const NetnsSnapshot& netns, Backend backend, const AnalysisOptions& options) {
-  const std::vector<ObservedChain> observed = InpodChains(netns.netfilter, backend);
+  std::vector<ObservedChain> observed = InpodChains(netns.netfilter, backend);
+  for (ObservedChain& chain : observed) {
+    chain.keys.reserve(chain.chain->rules.size());
+    for (const Rule& rule : chain.chain->rules) chain.keys.push_back(SortedSemantics(rule.sem));
+  }
   const RulesetBackend ruleset = istio::RulesetBackendFor(backend);
   const std::vector<std::string> interfaces = ObservedVirtualInterfaces(observed, backend);
 
@@ -257,22 +345,28 @@ AmbientFit FitVariant(const NetnsSnapshot& netns, Backend backend, const Analysi
   if (snat_v4.empty()) snat_v4.push_back(istio::ProbeSnat{}.v4);
   if (snat_v6.empty()) snat_v6.push_back(istio::ProbeSnat{}.v6);
 
-  std::optional<AmbientFit> best;
+  AmbientFit best;
+  std::shared_ptr<const VariantRuleset> best_expected;
   Score best_score;
+  AmbientVariant variant{false, false, interfaces, false};
+  istio::ProbeSnat snat;
   // Enumeration order encodes the preference on full ties: Istio's defaults first.
   for (bool dns : {true, false}) {
     for (bool ingress : {false, true}) {
       for (bool ipv6 : {false, true}) {
         for (const std::string& v4 : snat_v4) {
           for (const std::string& v6 : snat_v6) {
-            AmbientVariant variant{dns, ingress, interfaces, ipv6};
-            istio::ProbeSnat snat{v4, v6};
-            istio::ExpectedRuleset expected = istio::BuildInpodRuleset(ruleset, variant, snat);
-            const Score score = ScoreFit(expected, observed, netns.netfilter, backend);
-            if (!best || Better(score, best_score)) {
-              best = AmbientFit{backend,         std::move(variant),
-                                std::move(snat), std::move(expected),
-                                score.missing,   score.unexpected};
+            variant.dns_capture = dns;
+            variant.ingress_mode = ingress;
+            variant.ipv6 = ipv6;
+            snat.v4 = v4;
+            snat.v6 = v6;
+            std::shared_ptr<const VariantRuleset> expected = ExpectedFor(ruleset, variant, snat);
+            const Score score = ScoreFit(*expected, observed);
+            if (!best_expected || Better(score, best_score)) {
+              best.variant = variant;
+              best.snat = snat;
+              best_expected = std::move(expected);
               best_score = score;
             }
             if (!ipv6) break;  // the v6 address is irrelevant without IPv6 rules
@@ -281,7 +375,13 @@ AmbientFit FitVariant(const NetnsSnapshot& netns, Backend backend, const Analysi
       }
     }
   }
-  return *std::move(best);
+  best.backend = backend;
+  best.missing = best_score.missing;
+  best.unexpected = best_score.unexpected;
+  // Aliasing: the fit points at the rule set and keeps the whole cache entry alive.
+  best.expected =
+      std::shared_ptr<const istio::ExpectedRuleset>(best_expected, &best_expected->ruleset);
+  return best;
 }
 
 }  // namespace
