@@ -10,6 +10,8 @@
 #include <libmnl/libmnl.h>
 #include <linux/fib_rules.h>
 #include <linux/if_addr.h>
+#include <linux/if_link.h>
+#include <linux/ipv6.h>
 #include <linux/rtnetlink.h>
 #include <net/if.h>
 #include <netlink/route/route.h>
@@ -90,9 +92,10 @@ std::string RouteTypeName(uint8_t type) {
   return nl_rtntype2str(type, buffer, sizeof(buffer));
 }
 
-// /proc/sys/net resolves against the netns of the thread that opens the file, so this reads the
-// namespace NetnsGuard entered (checked by the route_reader integration test).
-bool Ipv6DisabledOnLoopback() {
+// Fallback only: a /proc/sys lookup walks one dentry hash chain shared by every netns, so its
+// cost grows with the node's netns count. /proc/sys/net resolves against the netns of the
+// thread that opens the file, i.e. the one NetnsGuard entered.
+bool Ipv6DisabledOnLoopbackSysctl() {
   UniqueFd fd(::open("/proc/sys/net/ipv6/conf/lo/disable_ipv6", O_RDONLY | O_CLOEXEC));
   if (!fd.valid()) {
     return true;  // no IPv6 at all
@@ -115,6 +118,18 @@ std::array<const nlattr*, N> ParseAttrs(const nlmsghdr* message, size_t header_s
     attr = mnl_attr_next(attr);
   }
   return table;
+}
+
+// The attribute of `type` directly inside `nest`, or nullptr.
+const nlattr* NestedAttr(const nlattr* nest, uint16_t type) {
+  const auto* attr = static_cast<const nlattr*>(mnl_attr_get_payload(nest));
+  int remaining = static_cast<int>(mnl_attr_get_payload_len(nest));
+  while (mnl_attr_ok(attr, remaining)) {
+    if (mnl_attr_get_type(attr) == type) return attr;
+    remaining -= static_cast<int>(MNL_ALIGN(attr->nla_len));
+    attr = mnl_attr_next(attr);
+  }
+  return nullptr;
 }
 
 std::optional<uint32_t> U32Attr(const nlattr* attr) {
@@ -195,6 +210,7 @@ class RtnlReader {
       if (auto error = ReadRoutes(kernel_filter, tables, state)) return *error;
     }
     if (auto error = ReadAddresses(state)) return *error;
+    state.ipv6_disabled = Ipv6DisabledOnLoopback();
     return state;
   }
 
@@ -303,6 +319,47 @@ class RtnlReader {
     });
   }
 
+  // disable_ipv6 of lo from its IPv6 devconf (RTM_GETLINK for lo alone, stats skipped): the same
+  // value as /proc/sys/net/ipv6/conf/lo/disable_ipv6 at a cost independent of the netns count.
+  bool Ipv6DisabledOnLoopback() {
+    std::array<char, 256> request_buffer{};
+    nlmsghdr* request = mnl_nlmsg_put_header(request_buffer.data());
+    request->nlmsg_type = RTM_GETLINK;
+    request->nlmsg_flags = NLM_F_REQUEST | NLM_F_ACK;
+    auto* header = static_cast<ifinfomsg*>(mnl_nlmsg_put_extra_header(request, sizeof(ifinfomsg)));
+    header->ifi_family = AF_UNSPEC;
+    mnl_attr_put_strz(request, IFLA_IFNAME, "lo");
+    mnl_attr_put_u32(request, IFLA_EXT_MASK, RTEXT_FILTER_SKIP_STATS);
+    std::optional<bool> disabled;
+    auto error = nl::RunRequest(socket_.get(), request, kSource, "RTM_GETLINK lo",
+                                [&disabled](const nlmsghdr* message) {
+                                  if (message->nlmsg_type == RTM_NEWLINK &&
+                                      mnl_nlmsg_get_payload_len(message) >= sizeof(ifinfomsg)) {
+                                    disabled = LinkIpv6Disabled(message);
+                                  }
+                                  return nl::Next::kContinue;
+                                });
+    if (error || !disabled) return Ipv6DisabledOnLoopbackSysctl();
+    return *disabled;
+  }
+
+  // True when the link has no IPv6 device state (no IPv6 at all) or its devconf says disabled.
+  static bool LinkIpv6Disabled(const nlmsghdr* message) {
+    const auto attrs = ParseAttrs<IFLA_AF_SPEC + 1>(message, sizeof(ifinfomsg));
+    if (attrs[IFLA_AF_SPEC] == nullptr) return true;
+    const nlattr* inet6 = NestedAttr(attrs[IFLA_AF_SPEC], AF_INET6);
+    if (inet6 == nullptr) return true;
+    const nlattr* conf = NestedAttr(inet6, IFLA_INET6_CONF);
+    constexpr size_t kOffset = DEVCONF_DISABLE_IPV6 * sizeof(int32_t);
+    if (conf == nullptr || mnl_attr_get_payload_len(conf) < kOffset + sizeof(int32_t)) {
+      return true;
+    }
+    int32_t value = 0;
+    std::memcpy(&value, static_cast<const char*>(mnl_attr_get_payload(conf)) + kOffset,
+                sizeof(value));
+    return value != 0;
+  }
+
   MnlSocket socket_;
   // A node's host netns can have thousands of interfaces (one veth per pod).
   std::unordered_map<int, std::string> names_;
@@ -344,7 +401,6 @@ Result<RoutingState> ReadRouting(const std::vector<uint32_t>& tables) {
       }
       return state.error();
     }
-    state->ipv6_disabled = Ipv6DisabledOnLoopback();
     return state;
   }
   return *last_error;
