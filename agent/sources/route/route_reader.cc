@@ -39,6 +39,11 @@ constexpr int kMaxAttempts = 3;  // re-reads when a dump was interrupted by a ch
 
 using nl::MnlSocket;
 
+// Routes and addresses are dumped per family: an AF_UNSPEC dump runs the kernel's all-family
+// dumper under the global RTNL mutex, which serialises the scan workers (and every other RTNL
+// user on the node); the per-family IPv4/IPv6 dumpers run under RCU. Same order as AF_UNSPEC.
+constexpr std::array<int, 2> kDumpFamilies = {AF_INET, AF_INET6};
+
 Family FamilyOf(int af) { return af == AF_INET6 ? Family::kIpv6 : Family::kIpv4; }
 
 // Text of an address attribute; zeros when it is shorter than the family's address (what the
@@ -248,9 +253,17 @@ class RtnlReader {
   // below stays for kernels that ignore the filter.
   std::optional<SourceError> ReadRoutes(std::optional<uint32_t> kernel_filter,
                                         const std::vector<uint32_t>& tables, RoutingState& state) {
-    auto fill = [kernel_filter](nlmsghdr* request) {
+    for (int family : kDumpFamilies) {
+      if (auto error = ReadRoutes(family, kernel_filter, tables, state)) return error;
+    }
+    return std::nullopt;
+  }
+
+  std::optional<SourceError> ReadRoutes(int family, std::optional<uint32_t> kernel_filter,
+                                        const std::vector<uint32_t>& tables, RoutingState& state) {
+    auto fill = [family, kernel_filter](nlmsghdr* request) {
       auto* header = static_cast<rtmsg*>(mnl_nlmsg_put_extra_header(request, sizeof(rtmsg)));
-      header->rtm_family = AF_UNSPEC;
+      header->rtm_family = static_cast<uint8_t>(family);
       if (kernel_filter) {
         header->rtm_table = *kernel_filter < 256 ? static_cast<uint8_t>(*kernel_filter) : 0;
         mnl_attr_put_u32(request, RTA_TABLE, *kernel_filter);
@@ -263,8 +276,8 @@ class RtnlReader {
       }
       const auto* header = static_cast<const rtmsg*>(mnl_nlmsg_get_payload(message));
       const int af = header->rtm_family;
-      if (af != AF_INET && af != AF_INET6) {
-        return;
+      if (af != family) {
+        return;  // a kernel without this family answers with the all-family dump
       }
       const auto attrs = ParseAttrs<RTA_TABLE + 1>(message, sizeof(rtmsg));
       const uint32_t route_table = U32Attr(attrs[RTA_TABLE]).value_or(header->rtm_table);
@@ -292,10 +305,17 @@ class RtnlReader {
   }
 
   std::optional<SourceError> ReadAddresses(RoutingState& state) {
-    auto fill = [](nlmsghdr* request) {
+    for (int family : kDumpFamilies) {
+      if (auto error = ReadAddresses(family, state)) return error;
+    }
+    return std::nullopt;
+  }
+
+  std::optional<SourceError> ReadAddresses(int family, RoutingState& state) {
+    auto fill = [family](nlmsghdr* request) {
       auto* header =
           static_cast<ifaddrmsg*>(mnl_nlmsg_put_extra_header(request, sizeof(ifaddrmsg)));
-      header->ifa_family = AF_UNSPEC;
+      header->ifa_family = static_cast<uint8_t>(family);
     };
     return Dump(RTM_GETADDR, "RTM_GETADDR dump", fill, [&](const nlmsghdr* message) {
       if (message->nlmsg_type != RTM_NEWADDR ||
@@ -304,7 +324,7 @@ class RtnlReader {
       }
       const auto* header = static_cast<const ifaddrmsg*>(mnl_nlmsg_get_payload(message));
       const int af = header->ifa_family;
-      if (af != AF_INET && af != AF_INET6) {
+      if (af != family) {
         return;
       }
       const auto attrs = ParseAttrs<IFA_LOCAL + 1>(message, sizeof(ifaddrmsg));
