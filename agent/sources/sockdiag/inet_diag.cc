@@ -67,12 +67,15 @@ std::optional<std::string> DecodeOne(std::span<const uint8_t> payload, uint8_t p
 }  // namespace
 
 Result<std::vector<ListeningSocket>> DecodeInetDiagMessages(std::span<const uint8_t> bytes,
-                                                            uint8_t protocol) {
+                                                            uint8_t protocol,
+                                                            uint16_t message_type) {
   std::vector<ListeningSocket> listeners;
-  if (std::optional<SourceError> error =
-          WalkSockDiagDump(bytes, [&](std::span<const uint8_t> payload) {
+  if (std::optional<SourceError> error = WalkSockDiagDump(
+          bytes,
+          [&](std::span<const uint8_t> payload) {
             return DecodeOne(payload, protocol, &listeners);
-          })) {
+          },
+          message_type)) {
     error->message = "inet " + error->message;
     return *error;
   }
@@ -90,6 +93,13 @@ std::vector<uint8_t> ListenerDumpRequest(int family, uint8_t protocol) {
   return std::vector<uint8_t>(bytes, bytes + sizeof(request));
 }
 
+std::vector<uint8_t> TcpListenerDumpRequest() {
+  inet_diag_req request{};
+  request.idiag_states = 1u << TCP_LISTEN;
+  const auto* bytes = reinterpret_cast<const uint8_t*>(&request);
+  return std::vector<uint8_t>(bytes, bytes + sizeof(request));
+}
+
 Result<std::vector<uint8_t>> DumpInetDiagRaw(int family, uint8_t protocol) {
   auto socket = OpenSockDiagSocket();
   if (!socket.ok()) return socket.error();
@@ -103,27 +113,31 @@ ListenerDump ReadListeningSockets(bool include_udp) {
     dump.errors.push_back(socket.error());
     return dump;
   }
-  for (uint8_t protocol : {uint8_t{IPPROTO_TCP}, uint8_t{IPPROTO_UDP}}) {
-    if (protocol == IPPROTO_UDP && !include_udp) continue;
+  auto collect = [&](const std::string& what, std::span<const uint8_t> request, uint8_t protocol,
+                     uint16_t message_type) {
+    auto raw = DumpSockDiag(*socket, request, what, kMaxSockDiagDumpBytes, message_type);
+    if (!raw.ok()) {
+      dump.errors.push_back(raw.error());
+      return;
+    }
+    auto decoded = DecodeInetDiagMessages(*raw, protocol, message_type);
+    if (!decoded.ok()) {
+      SourceError error = decoded.error();
+      error.message = what + ": " + error.message;
+      dump.errors.push_back(std::move(error));
+      return;
+    }
+    for (ListeningSocket& listener : *decoded) {
+      if (listener.port != 0) {  // an unbound UDP socket has no port to listen on
+        dump.listeners.push_back(std::move(listener));
+      }
+    }
+  };
+  collect("tcp", TcpListenerDumpRequest(), IPPROTO_TCP, TCPDIAG_GETSOCK);
+  if (include_udp) {
     for (int family : {AF_INET, AF_INET6}) {
-      const std::string what = DumpName(family, protocol);
-      auto raw = DumpSockDiag(*socket, ListenerDumpRequest(family, protocol), what);
-      if (!raw.ok()) {
-        dump.errors.push_back(raw.error());
-        continue;
-      }
-      auto decoded = DecodeInetDiagMessages(*raw, protocol);
-      if (!decoded.ok()) {
-        SourceError error = decoded.error();
-        error.message = what + ": " + error.message;
-        dump.errors.push_back(std::move(error));
-        continue;
-      }
-      for (ListeningSocket& listener : *decoded) {
-        if (listener.port != 0) {  // an unbound UDP socket has no port to listen on
-          dump.listeners.push_back(std::move(listener));
-        }
-      }
+      collect(DumpName(family, IPPROTO_UDP), ListenerDumpRequest(family, IPPROTO_UDP), IPPROTO_UDP,
+              SOCK_DIAG_BY_FAMILY);
     }
   }
   std::stable_sort(dump.listeners.begin(), dump.listeners.end(),
