@@ -108,6 +108,10 @@ ChildResult RunChild(const std::vector<std::string>& argv, OutputHandling output
   }
   result.wall_ms = MillisecondsBetween(start, Clock::now());
   result.max_rss_kb = usage.ru_maxrss;
+  auto milliseconds = [](const timeval& time) {
+    return static_cast<double>(time.tv_sec) * 1e3 + static_cast<double>(time.tv_usec) / 1e3;
+  };
+  result.cpu_ms = milliseconds(usage.ru_utime) + milliseconds(usage.ru_stime);
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   return result;
 }
@@ -152,6 +156,15 @@ std::string SelfPath() {
   std::error_code error;
   std::filesystem::path path = std::filesystem::read_symlink("/proc/self/exe", error);
   return error ? std::string() : path.string();
+}
+
+double ProcessCpuMilliseconds() {
+  rusage usage{};
+  ::getrusage(RUSAGE_SELF, &usage);
+  auto milliseconds = [](const timeval& time) {
+    return static_cast<double>(time.tv_sec) * 1e3 + static_cast<double>(time.tv_usec) / 1e3;
+  };
+  return milliseconds(usage.ru_utime) + milliseconds(usage.ru_stime);
 }
 
 }  // namespace ad::bench

@@ -21,6 +21,7 @@ struct ChildResult {
   std::string stdout_text;  // only with OutputHandling::kKeepStdout
   long max_rss_kb = 0;      // ru_maxrss from wait4
   double wall_ms = 0;       // spawn to reaped
+  double cpu_ms = 0;        // user + system time of the child (all threads), from wait4
 
   bool ran() const { return spawn_error.empty(); }
 };
@@ -39,6 +40,9 @@ std::optional<std::string> FindExecutable(const std::string& name);
 
 // "0.52 0.58 0.59" from /proc/loadavg.
 std::string LoadAverage();
+
+// User + system time of this process so far (all threads).
+double ProcessCpuMilliseconds();
 
 // /proc/self/exe.
 std::string SelfPath();

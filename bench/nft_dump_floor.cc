@@ -27,6 +27,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/bench_support.h"
 #include "sources/netns/netns_guard.h"
 
 namespace ad::bench {
@@ -41,13 +42,6 @@ double NowMicroseconds() {
   timespec now{};
   ::clock_gettime(CLOCK_MONOTONIC, &now);
   return static_cast<double>(now.tv_sec) * 1e6 + static_cast<double>(now.tv_nsec) / 1e3;
-}
-
-double Median(std::vector<double> values) {
-  if (values.empty()) return 0;
-  std::sort(values.begin(), values.end());
-  const size_t middle = values.size() / 2;
-  return values.size() % 2 == 1 ? values[middle] : (values[middle - 1] + values[middle]) / 2;
 }
 
 struct MnlSocketCloser {
@@ -158,6 +152,7 @@ int Main(int argc, char** argv) {
 
   std::vector<double> per_netns_us;
   std::vector<double> node_ms;
+  const double cpu_start_ms = ProcessCpuMilliseconds();
   size_t bytes_per_round = 0;
   std::atomic<size_t> failures{0};
   for (int round = 0; round < flags->rounds; ++round) {
@@ -186,18 +181,19 @@ int Main(int argc, char** argv) {
       }
     }
   }
+  const double cpu_per_round_ms = (ProcessCpuMilliseconds() - cpu_start_ms) / flags->rounds;
   if (failures > 0) {
     std::fprintf(stderr, "nft_dump_floor: %zu netns reads failed (%s)\n", failures.load(),
                  std::strerror(errno));
     return 1;
   }
   std::printf(
-      "%zu netns, %d rounds, %d thread(s): per netns median %.1f us, node median %.2f ms, "
-      "%zu B per node\n",
+      "%zu netns, %d rounds, %d thread(s): per netns median %.1f us, node median %.2f ms "
+      "(CPU %.2f ms), %zu B per node\n",
       paths.size(), flags->rounds, flags->threads, Median(per_netns_us), Median(node_ms),
-      bytes_per_round);
-  std::printf("netns=%zu per_netns_us=%.2f node_ms=%.3f bytes=%zu\n", paths.size(),
-              Median(per_netns_us), Median(node_ms), bytes_per_round);
+      cpu_per_round_ms, bytes_per_round);
+  std::printf("netns=%zu per_netns_us=%.2f node_ms=%.3f bytes=%zu cpu_ms=%.3f\n", paths.size(),
+              Median(per_netns_us), Median(node_ms), bytes_per_round, cpu_per_round_ms);
   return 0;
 }
 
