@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <array>
+#include <deque>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -38,6 +40,44 @@ std::optional<std::string_view> JumpTarget(const Rule& rule) {
   return std::nullopt;
 }
 
+// A rule's comparison key (semantics with sorted matches) with its hash, so most unequal pairs
+// differ in one integer compare. `sem` points at the rule itself when its matches are already
+// sorted (every reader canonicalizes), else at a sorted copy owned elsewhere.
+struct KeyedRule {
+  size_t hash = 0;
+  const RuleSemantics* sem = nullptr;
+
+  bool operator==(const KeyedRule& other) const { return hash == other.hash && *sem == *other.sem; }
+};
+
+size_t HashSemantics(const RuleSemantics& sem) {
+  size_t hash = sem.matches.size();
+  auto mix = [&hash](size_t value) {
+    hash ^= value + 0x9e3779b97f4a7c15ULL + (hash << 6) + (hash >> 2);
+  };
+  for (const Match& match : sem.matches) {
+    mix(static_cast<size_t>(match.kind) << 1 | static_cast<size_t>(match.negated));
+    mix(match.value);
+    mix(match.value2);
+    mix(std::hash<std::string>{}(match.text));
+  }
+  mix(static_cast<size_t>(sem.action.kind));
+  mix(sem.action.value);
+  mix(sem.action.value2);
+  mix(sem.action.value3);
+  mix(std::hash<std::string>{}(sem.action.text));
+  return hash;
+}
+
+// `storage` keeps the sorted copies that unsorted rules need (deque: stable addresses).
+KeyedRule KeyOf(const RuleSemantics& sem, std::deque<RuleSemantics>& storage) {
+  const RuleSemantics* key = &sem;
+  if (!std::is_sorted(sem.matches.begin(), sem.matches.end())) {
+    key = &storage.emplace_back(SortedSemantics(sem));
+  }
+  return KeyedRule{HashSemantics(*key), key};
+}
+
 // One observed chain that belongs to Istio's in-pod ambient state. For the shared iptables
 // built-in chains only the jumps into ISTIO_PRERT / ISTIO_OUTPUT are Istio's.
 struct ObservedChain {
@@ -45,7 +85,8 @@ struct ObservedChain {
   const Table* table;
   const Chain* chain;
   bool owned;
-  std::vector<RuleSemantics> keys;  // SortedSemantics of each rule; filled by FitVariant only
+  std::vector<KeyedRule> keys;  // one per rule; filled by FitVariant only
+  int chain_id = -1;            // ChainId(); -1 when no expected chain has this identity
 };
 
 std::vector<ObservedChain> InpodChains(const NetfilterState& netfilter, Backend backend) {
@@ -80,11 +121,27 @@ bool IsIstioRuleIn(const ObservedChain& observed, const Rule& rule) {
   return target && IsInpodIptablesChain(*target);
 }
 
+// Small integer per (family, table, chain) identity of an expected chain, shared by every
+// variant, so scoring matches chains with an integer compare. `add` = false only looks up.
+int ChainId(Family family, std::string_view table, std::string_view chain, bool add) {
+  static std::mutex mutex;
+  static std::map<std::tuple<Family, std::string, std::string>, int, std::less<>> ids;
+  const std::tuple<Family, std::string_view, std::string_view> key{family, table, chain};
+  std::lock_guard lock(mutex);
+  if (auto found = ids.find(key); found != ids.end()) return found->second;
+  if (!add) return -1;
+  const int id = static_cast<int>(ids.size());
+  ids.emplace(std::tuple<Family, std::string, std::string>{family, table, chain}, id);
+  return id;
+}
+
 // One variant's expected rule set with the comparison key of every rule (same chain and rule
 // order), built once per process: every netns is scored against a dozen candidate variants.
 struct VariantRuleset {
   istio::ExpectedRuleset ruleset;
-  std::vector<std::vector<RuleSemantics>> keys;
+  std::vector<std::vector<KeyedRule>> keys;  // point into ruleset or sorted_copies
+  std::vector<int> chain_ids;                // ChainId() of each chain
+  std::deque<RuleSemantics> sorted_copies;
 };
 
 struct VariantKey {
@@ -134,10 +191,11 @@ std::shared_ptr<const VariantRuleset> ExpectedFor(RulesetBackend backend,
   built->ruleset = istio::BuildInpodRuleset(backend, variant, snat);
   built->keys.reserve(built->ruleset.chains.size());
   for (const istio::ExpectedChain& chain : built->ruleset.chains) {
-    std::vector<RuleSemantics>& chain_keys = built->keys.emplace_back();
+    built->chain_ids.push_back(ChainId(chain.family, chain.table, chain.chain, /*add=*/true));
+    std::vector<KeyedRule>& chain_keys = built->keys.emplace_back();
     chain_keys.reserve(chain.rules.size());
     for (const istio::ExpectedRule& rule : chain.rules) {
-      chain_keys.push_back(SortedSemantics(rule.rule.sem));
+      chain_keys.push_back(KeyOf(rule.rule.sem, built->sorted_copies));
     }
   }
   std::lock_guard lock(mutex);
@@ -147,14 +205,16 @@ std::shared_ptr<const VariantRuleset> ExpectedFor(RulesetBackend backend,
   return entry->second;
 }
 
-bool ContainsKey(const std::vector<RuleSemantics>& keys, const RuleSemantics& key) {
+bool ContainsKey(const std::vector<KeyedRule>& keys, const KeyedRule& key) {
   return std::find(keys.begin(), keys.end(), key) != keys.end();
 }
 
 // Whether `key` is a non-jump in-pod rule some variant produces for this backend: recognises
 // ambient ISTIO_OUTPUT content even when ISTIO_PRERT is gone (sidecar mode has ISTIO_OUTPUT too).
 bool InAmbientRuleUniverse(RulesetBackend backend, const AnalysisOptions& options,
-                           const RuleSemantics& key) {
+                           const RuleSemantics& sem) {
+  std::deque<RuleSemantics> storage;
+  const KeyedRule key = KeyOf(sem, storage);
   const AmbientVariant widest{true, false, {}, true};
   istio::ProbeSnat snat;
   const size_t count = std::max(options.probe_snat_v4.size(), options.probe_snat_v6.size());
@@ -193,7 +253,7 @@ std::set<Family> AmbientFamilies(const NetfilterState& netfilter, Backend backen
         if (JumpsTo(rule, istio::kIptPrerouting)) families.insert(observed.family);
         continue;
       }
-      if (InAmbientRuleUniverse(RulesetBackend::kIptables, options, SortedSemantics(rule.sem))) {
+      if (InAmbientRuleUniverse(RulesetBackend::kIptables, options, rule.sem)) {
         families.insert(observed.family);
         break;
       }
@@ -272,37 +332,25 @@ struct Score {
   size_t unexpected = 0;
 };
 
-const ObservedChain* FindObserved(const std::vector<ObservedChain>& observed, Family family,
-                                  std::string_view table, std::string_view chain) {
-  for (const ObservedChain& candidate : observed) {
-    if (candidate.family == family && candidate.table->name == table &&
-        candidate.chain->name == chain) {
-      return &candidate;
-    }
-  }
-  return nullptr;
-}
-
 // Every expected chain the kernel can hold is among `observed` (InpodChains keeps all of
 // Istio's in-pod chain names), so lookups stay within it.
 Score ScoreFit(const VariantRuleset& expected, const std::vector<ObservedChain>& observed) {
   Score score;
-  static const std::vector<RuleSemantics> kNoKeys;
+  static const std::vector<KeyedRule> kNoKeys;
   for (size_t c = 0; c < expected.ruleset.chains.size(); ++c) {
-    const istio::ExpectedChain& chain = expected.ruleset.chains[c];
-    const ObservedChain* seen = FindObserved(observed, chain.family, chain.table, chain.chain);
-    const std::vector<RuleSemantics>& seen_keys = seen != nullptr ? seen->keys : kNoKeys;
-    for (const RuleSemantics& key : expected.keys[c]) {
+    const auto seen = std::find_if(
+        observed.begin(), observed.end(),
+        [id = expected.chain_ids[c]](const ObservedChain& chain) { return chain.chain_id == id; });
+    const std::vector<KeyedRule>& seen_keys = seen != observed.end() ? seen->keys : kNoKeys;
+    for (const KeyedRule& key : expected.keys[c]) {
       if (!ContainsKey(seen_keys, key)) ++score.missing;
     }
   }
-  std::vector<const RuleSemantics*> counted;  // duplicates are DUPLICATE_RULE's business, not ours
+  std::vector<const KeyedRule*> counted;  // duplicates are DUPLICATE_RULE's business, not ours
   for (const ObservedChain& chain : observed) {
-    const std::vector<RuleSemantics>* wanted_keys = &kNoKeys;
-    for (size_t c = 0; c < expected.ruleset.chains.size(); ++c) {
-      const istio::ExpectedChain& wanted = expected.ruleset.chains[c];
-      if (wanted.family == chain.family && wanted.table == chain.table->name &&
-          wanted.chain == chain.chain->name) {
+    const std::vector<KeyedRule>* wanted_keys = &kNoKeys;
+    for (size_t c = 0; chain.chain_id >= 0 && c < expected.chain_ids.size(); ++c) {
+      if (expected.chain_ids[c] == chain.chain_id) {
         wanted_keys = &expected.keys[c];
         break;
       }
@@ -310,10 +358,10 @@ Score ScoreFit(const VariantRuleset& expected, const std::vector<ObservedChain>&
     counted.clear();
     for (size_t r = 0; r < chain.chain->rules.size(); ++r) {
       if (!IsIstioRuleIn(chain, chain.chain->rules[r])) continue;
-      const RuleSemantics& key = chain.keys[r];
+      const KeyedRule& key = chain.keys[r];
       if (ContainsKey(*wanted_keys, key)) continue;
       if (std::any_of(counted.begin(), counted.end(),
-                      [&key](const RuleSemantics* other) { return *other == key; })) {
+                      [&key](const KeyedRule* other) { return *other == key; })) {
         continue;
       }
       counted.push_back(&key);
@@ -331,12 +379,15 @@ bool Better(const Score& candidate, const Score& best) {
   return candidate.unexpected < best.unexpected;
 }
 
+struct Candidate {
+  AmbientVariant variant;
+  istio::ProbeSnat snat;
+  std::shared_ptr<const VariantRuleset> expected;
+};
+
 AmbientFit FitVariant(const NetnsSnapshot& netns, Backend backend, const AnalysisOptions& options) {
+  std::deque<RuleSemantics> sorted_copies;  // outlives `observed`, whose keys point into it
   std::vector<ObservedChain> observed = InpodChains(netns.netfilter, backend);
-  for (ObservedChain& chain : observed) {
-    chain.keys.reserve(chain.chain->rules.size());
-    for (const Rule& rule : chain.chain->rules) chain.keys.push_back(SortedSemantics(rule.sem));
-  }
   const RulesetBackend ruleset = istio::RulesetBackendFor(backend);
   const std::vector<std::string> interfaces = ObservedVirtualInterfaces(observed, backend);
 
@@ -345,43 +396,50 @@ AmbientFit FitVariant(const NetnsSnapshot& netns, Backend backend, const Analysi
   if (snat_v4.empty()) snat_v4.push_back(istio::ProbeSnat{}.v4);
   if (snat_v6.empty()) snat_v6.push_back(istio::ProbeSnat{}.v6);
 
-  AmbientFit best;
-  std::shared_ptr<const VariantRuleset> best_expected;
-  Score best_score;
-  AmbientVariant variant{false, false, interfaces, false};
-  istio::ProbeSnat snat;
   // Enumeration order encodes the preference on full ties: Istio's defaults first.
+  std::vector<Candidate> candidates;
   for (bool dns : {true, false}) {
     for (bool ingress : {false, true}) {
       for (bool ipv6 : {false, true}) {
         for (const std::string& v4 : snat_v4) {
           for (const std::string& v6 : snat_v6) {
-            variant.dns_capture = dns;
-            variant.ingress_mode = ingress;
-            variant.ipv6 = ipv6;
-            snat.v4 = v4;
-            snat.v6 = v6;
-            std::shared_ptr<const VariantRuleset> expected = ExpectedFor(ruleset, variant, snat);
-            const Score score = ScoreFit(*expected, observed);
-            if (!best_expected || Better(score, best_score)) {
-              best.variant = variant;
-              best.snat = snat;
-              best_expected = std::move(expected);
-              best_score = score;
-            }
+            Candidate& candidate = candidates.emplace_back(
+                Candidate{AmbientVariant{dns, ingress, interfaces, ipv6}, {v4, v6}, nullptr});
+            candidate.expected = ExpectedFor(ruleset, candidate.variant, candidate.snat);
             if (!ipv6) break;  // the v6 address is irrelevant without IPv6 rules
           }
         }
       }
     }
   }
-  best.backend = backend;
-  best.missing = best_score.missing;
-  best.unexpected = best_score.unexpected;
+  // After the candidates exist, every expected chain identity has its id.
+  for (ObservedChain& chain : observed) {
+    chain.chain_id = ChainId(chain.family, chain.table->name, chain.chain->name, /*add=*/false);
+    chain.keys.reserve(chain.chain->rules.size());
+    for (const Rule& rule : chain.chain->rules) {
+      chain.keys.push_back(KeyOf(rule.sem, sorted_copies));
+    }
+  }
+
+  const Candidate* best = nullptr;
+  Score best_score;
+  for (const Candidate& candidate : candidates) {
+    const Score score = ScoreFit(*candidate.expected, observed);
+    if (best == nullptr || Better(score, best_score)) {
+      best = &candidate;
+      best_score = score;
+    }
+  }
+  AmbientFit fit;
+  fit.backend = backend;
+  fit.variant = best->variant;
+  fit.snat = best->snat;
+  fit.missing = best_score.missing;
+  fit.unexpected = best_score.unexpected;
   // Aliasing: the fit points at the rule set and keeps the whole cache entry alive.
-  best.expected =
-      std::shared_ptr<const istio::ExpectedRuleset>(best_expected, &best_expected->ruleset);
-  return best;
+  fit.expected =
+      std::shared_ptr<const istio::ExpectedRuleset>(best->expected, &best->expected->ruleset);
+  return fit;
 }
 
 }  // namespace
