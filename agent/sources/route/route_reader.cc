@@ -14,12 +14,12 @@
 #include <linux/ipv6.h>
 #include <linux/rtnetlink.h>
 #include <net/if.h>
-#include <netlink/route/route.h>
 #include <sys/ioctl.h>
 
 #include <algorithm>
 #include <array>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <optional>
@@ -92,9 +92,15 @@ std::string RuleActionName(uint8_t action) {
   }
 }
 
+// The names `ip route` and libnl print for rtm_type; "0x<hex>" for types the kernel adds later.
 std::string RouteTypeName(uint8_t type) {
-  char buffer[32] = {};
-  return nl_rtntype2str(type, buffer, sizeof(buffer));
+  static constexpr std::array<const char*, RTN_XRESOLVE + 1> kNames = {
+      "unspec",    "unicast",     "local",    "broadcast", "anycast", "multicast",
+      "blackhole", "unreachable", "prohibit", "throw",     "nat",     "xresolve"};
+  if (type < kNames.size()) return kNames[type];
+  char buffer[8] = {};
+  std::snprintf(buffer, sizeof(buffer), "0x%x", type);
+  return buffer;
 }
 
 // Fallback only: a /proc/sys lookup walks one dentry hash chain shared by every netns, so its
