@@ -2,7 +2,10 @@
 // binary (json and table), its start-up, the in-process phases (scan, analysis, rendering), the
 // kernel's bare nf_tables dump floor (nft_dump_floor) and the five-command shell-out baseline.
 //
-//   oneshot_bench [--pods 250] [--runs 15] [--sample 20] [--prefix adshot]
+//   oneshot_bench [--pods 250] [--runs 15] [--sample 20] [--prefix adshot] [--compare BINARY]
+//
+// --compare times another ambient-doctor build (e.g. an older commit) the same way, interleaved
+// with this one, so a before/after pair shares the machine's load.
 //
 // Needs root: brings up a lab of N pods (Istio default v4 rules with DNS capture, iptables-nft)
 // plus a one-netns lab for start-up, and removes both. Prints; never asserts. Targets (issue 6
@@ -46,6 +49,7 @@ struct Flags {
   int runs = 15;
   int sample = 20;
   std::string prefix = "adshot";
+  std::string compare;  // another ambient-doctor binary, timed alongside
 };
 
 std::optional<Flags> ParseFlags(int argc, char** argv) {
@@ -62,6 +66,8 @@ std::optional<Flags> ParseFlags(int argc, char** argv) {
       flags.sample = std::max(1, std::atoi(value));
     } else if (argument == "--prefix") {
       flags.prefix = value;
+    } else if (argument == "--compare") {
+      flags.compare = value;
     } else {
       return std::nullopt;
     }
@@ -210,7 +216,8 @@ int Main(int argc, char** argv) {
   std::optional<Flags> flags = ParseFlags(argc, argv);
   if (!flags) {
     std::fprintf(stderr,
-                 "usage: oneshot_bench [--pods 250] [--runs 15] [--sample 20] [--prefix adshot]\n");
+                 "usage: oneshot_bench [--pods 250] [--runs 15] [--sample 20] [--prefix adshot] "
+                 "[--compare BINARY]\n");
     return 2;
   }
   if (::geteuid() != 0) {
@@ -244,21 +251,56 @@ int Main(int argc, char** argv) {
   }
   const int netns_count = flags->pods + 1;
 
-  // (c) the real binary: whole report, both formats, then start-up.
-  const auto report = [&](const std::string& prefix, const char* format) {
-    return TimeChild({doctor, "report", "--lab-prefix", prefix, "-o", format}, runs);
+  // (c) the real binary: whole report, both formats, then start-up; with --compare, the other
+  // binary's run of each figure directly follows this one's.
+  struct BinaryFigures {
+    ChildTiming json, table, single, version;
   };
-  const ChildTiming report_json = report(flags->prefix, "json");
-  const ChildTiming report_table = report(flags->prefix, "table");
-  const ChildTiming report_single = report(single_prefix, "json");
-  const ChildTiming version = TimeChild({doctor, "version"}, runs);
-  for (const ChildTiming* timing : {&report_json, &report_table, &report_single, &version}) {
-    if (!timing->error.empty() || timing->exit_code < 0 || timing->exit_code > 1) {
-      std::fprintf(stderr, "oneshot_bench: ambient-doctor failed: exit %d %s\n", timing->exit_code,
-                   timing->error.c_str());
-      return 1;
+  const auto measure = [&](const std::string& binary) {
+    const auto report = [&](const std::string& prefix, const char* format) {
+      return TimeChild({binary, "report", "--lab-prefix", prefix, "-o", format}, runs);
+    };
+    return BinaryFigures{report(flags->prefix, "json"), report(flags->prefix, "table"),
+                         report(single_prefix, "json"), TimeChild({binary, "version"}, runs)};
+  };
+  std::vector<BinaryFigures> measured;
+  for (int half = 0; half < 2; ++half) {  // two halves, alternating, against drifting load
+    measured.push_back(measure(doctor));
+    if (!flags->compare.empty()) measured.push_back(measure(flags->compare));
+  }
+  auto merged = [&](size_t first) {
+    const size_t stride = flags->compare.empty() ? 1 : 2;
+    BinaryFigures figures = measured[first];
+    auto pick = [](const ChildTiming& a, const ChildTiming& b) {
+      ChildTiming result = a.exit_code < 0 || !a.error.empty() ? a : b;
+      result.timing = {(a.timing.wall_ms + b.timing.wall_ms) / 2,
+                       (a.timing.cpu_ms + b.timing.cpu_ms) / 2};
+      return result;
+    };
+    const BinaryFigures& second = measured[first + stride];
+    figures.json = pick(figures.json, second.json);
+    figures.table = pick(figures.table, second.table);
+    figures.single = pick(figures.single, second.single);
+    figures.version = pick(figures.version, second.version);
+    return figures;
+  };
+  const BinaryFigures ours = merged(0);
+  const std::optional<BinaryFigures> other =
+      flags->compare.empty() ? std::nullopt : std::optional(merged(1));
+  for (const BinaryFigures* figures : {&ours, other ? &*other : &ours}) {
+    for (const ChildTiming* timing :
+         {&figures->json, &figures->table, &figures->single, &figures->version}) {
+      if (!timing->error.empty() || timing->exit_code < 0 || timing->exit_code > 1) {
+        std::fprintf(stderr, "oneshot_bench: ambient-doctor failed: exit %d %s\n",
+                     timing->exit_code, timing->error.c_str());
+        return 1;
+      }
     }
   }
+  const ChildTiming& report_json = ours.json;
+  const ChildTiming& report_table = ours.table;
+  const ChildTiming& report_single = ours.single;
+  const ChildTiming& version = ours.version;
 
   // The same work in-process, phase by phase.
   std::unique_ptr<NetnsInspector> inspector =
@@ -297,6 +339,12 @@ int Main(int argc, char** argv) {
   row("report -o table", report_table.timing);
   row("start-up: report on a 1-netns lab", report_single.timing);
   row("start-up: version", version.timing);
+  if (other) {
+    row("  --compare binary: report -o json", other->json.timing);
+    row("  --compare binary: report -o table", other->table.timing);
+    row("  --compare binary: report on a 1-netns lab", other->single.timing);
+    row("  --compare binary: version", other->version.timing);
+  }
   row("in-process ScanNode, 2 workers (report default)", scan_2);
   row("in-process ScanNode, 1 worker", scan_1);
   row("in-process Analyze", analyze);
