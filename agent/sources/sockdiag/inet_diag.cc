@@ -113,27 +113,39 @@ ListenerDump ReadListeningSockets(bool include_udp) {
     dump.errors.push_back(socket.error());
     return dump;
   }
+  // With `record_failure` false, a failed dump records nothing and returns false.
   auto collect = [&](const std::string& what, std::span<const uint8_t> request, uint8_t protocol,
-                     uint16_t message_type) {
+                     uint16_t message_type, bool record_failure = true) {
     auto raw = DumpSockDiag(*socket, request, what, kMaxSockDiagDumpBytes, message_type);
     if (!raw.ok()) {
+      if (!record_failure) return false;
       dump.errors.push_back(raw.error());
-      return;
+      return true;
     }
     auto decoded = DecodeInetDiagMessages(*raw, protocol, message_type);
     if (!decoded.ok()) {
+      if (!record_failure) return false;
       SourceError error = decoded.error();
       error.message = what + ": " + error.message;
       dump.errors.push_back(std::move(error));
-      return;
+      return true;
     }
     for (ListeningSocket& listener : *decoded) {
       if (listener.port != 0) {  // an unbound UDP socket has no port to listen on
         dump.listeners.push_back(std::move(listener));
       }
     }
+    return true;
   };
-  collect("tcp", TcpListenerDumpRequest(), IPPROTO_TCP, TCPDIAG_GETSOCK);
+  // When the one-walk request fails (a kernel without it answers NLMSG_ERROR), one
+  // SOCK_DIAG_BY_FAMILY dump per family instead; their failures are the ones reported.
+  if (!collect("tcp", TcpListenerDumpRequest(), IPPROTO_TCP, TCPDIAG_GETSOCK,
+               /*record_failure=*/false)) {
+    for (int family : {AF_INET, AF_INET6}) {
+      collect(DumpName(family, IPPROTO_TCP), ListenerDumpRequest(family, IPPROTO_TCP), IPPROTO_TCP,
+              SOCK_DIAG_BY_FAMILY);
+    }
+  }
   if (include_udp) {
     for (int family : {AF_INET, AF_INET6}) {
       collect(DumpName(family, IPPROTO_UDP), ListenerDumpRequest(family, IPPROTO_UDP), IPPROTO_UDP,

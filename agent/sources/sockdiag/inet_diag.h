@@ -37,10 +37,11 @@ struct ListenerDump {
   std::vector<SourceError> errors;         // one per failed family/protocol dump
 };
 
-// TCP: one dump for both families; UDP: one per family. In the calling thread's netns (the thread
-// must already be in the target netns). Never fails as a whole. `include_udp`: each UDP dump walks
-// the whole (global) UDP hash table, ~25 µs per family, and adds only ztunnel's DNS port, which it
-// also opens on TCP; the node scan leaves it out.
+// TCP: one dump for both families (per family if the kernel refuses it); UDP: one per family.
+// In the calling thread's netns (the thread must already be in the target netns). Never fails as
+// a whole. `include_udp`: each UDP dump walks the whole (global) UDP hash table, ~25 µs per
+// family, and adds only ztunnel's DNS port, which it also opens on TCP; the node scan leaves it
+// out.
 ListenerDump ReadListeningSockets(bool include_udp = true);
 
 }  // namespace ad
