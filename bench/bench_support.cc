@@ -12,7 +12,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <iterator>
 #include <numeric>
+#include <random>
 #include <string_view>
 
 #include "sources/unique_fd.h"
@@ -165,6 +167,65 @@ double ProcessCpuMilliseconds() {
     return static_cast<double>(time.tv_sec) * 1e3 + static_cast<double>(time.tv_usec) / 1e3;
   };
   return milliseconds(usage.ru_utime) + milliseconds(usage.ru_stime);
+}
+
+Result<ShellOutTools> FindShellOutTools() {
+  ShellOutTools found;
+  std::optional<std::string> ip = FindExecutable("ip");
+  if (!ip) return SourceError{"bench", "`ip` not found", ENOENT};
+  found.ip_path = *ip;
+  for (const char* name : {"iptables-legacy-save", "iptables-nft-save", "ip6tables-legacy-save",
+                           "ip6tables-nft-save"}) {
+    std::optional<std::string> path = FindExecutable(name);
+    if (!path) return SourceError{"bench", std::string(name) + " not found", ENOENT};
+    found.tools.push_back({name, {*path}});
+  }
+  std::optional<std::string> nft = FindExecutable("nft");
+  if (!nft) return SourceError{"bench", "nft not found", ENOENT};
+  found.tools.push_back({"nft -j list ruleset", {*nft, "-j", "list", "ruleset"}});
+  return found;
+}
+
+ShellOutResult MeasureShellOut(const std::vector<std::string>& netns_names,
+                               const ShellOutTools& tools, int sample,
+                               const std::function<bool()>& interrupted) {
+  constexpr unsigned kSampleSeed = 20240611;  // fixed: the same netns are sampled every run
+  ShellOutResult result;
+  result.netns_total = static_cast<int>(netns_names.size());
+  std::vector<std::string> measured = netns_names;
+  if (sample > 0 && sample < result.netns_total) {
+    measured.clear();
+    std::mt19937 generator(kSampleSeed);
+    std::sample(netns_names.begin(), netns_names.end(), std::back_inserter(measured), sample,
+                generator);
+    result.sampled = true;
+  }
+  std::vector<double> netns_ms;
+  std::vector<std::vector<double>> tool_ms(tools.tools.size());
+  for (const std::string& netns_name : measured) {
+    if (interrupted()) break;
+    double this_netns_ms = 0;
+    for (size_t t = 0; t < tools.tools.size(); ++t) {
+      std::vector<std::string> argv = {tools.ip_path, "netns", "exec", netns_name};
+      argv.insert(argv.end(), tools.tools[t].argv.begin(), tools.tools[t].argv.end());
+      ChildResult child = RunChild(argv, OutputHandling::kDrainAndDiscard);
+      if (!child.ran() || child.exit_code != 0) {
+        if (result.failed_commands++ == 0) {
+          result.first_failure =
+              netns_name + " " + tools.tools[t].label + ": " +
+              (child.ran() ? "exit " + std::to_string(child.exit_code) : child.spawn_error);
+        }
+      }
+      tool_ms[t].push_back(child.wall_ms);
+      this_netns_ms += child.wall_ms;
+    }
+    netns_ms.push_back(this_netns_ms);
+  }
+  result.netns_measured = static_cast<int>(netns_ms.size());
+  result.mean_netns_ms = Mean(netns_ms);
+  result.median_netns_ms = Median(netns_ms);
+  for (const std::vector<double>& samples : tool_ms) result.tool_mean_ms.push_back(Mean(samples));
+  return result;
 }
 
 }  // namespace ad::bench

@@ -3,9 +3,12 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "model/result.h"
 
 namespace ad::bench {
 
@@ -37,6 +40,39 @@ enum class OutputHandling : uint8_t {
 ChildResult RunChild(const std::vector<std::string>& argv, OutputHandling output);
 
 std::optional<std::string> FindExecutable(const std::string& name);
+
+// The shell-out baseline: what a tool-based checker runs per netns, each under
+// `ip netns exec <netns>`.
+struct Tool {
+  std::string label;
+  std::vector<std::string> argv;  // absolute path first
+};
+
+struct ShellOutTools {
+  std::string ip_path;
+  std::vector<Tool> tools;  // iptables-legacy-save, iptables-nft-save, ip6tables-legacy-save,
+                            // ip6tables-nft-save, nft -j list ruleset
+};
+
+// The five tools from PATH (and the sbin directories); the error names the first one missing.
+Result<ShellOutTools> FindShellOutTools();
+
+struct ShellOutResult {
+  int netns_total = 0;
+  int netns_measured = 0;
+  bool sampled = false;
+  double mean_netns_ms = 0;
+  double median_netns_ms = 0;
+  std::vector<double> tool_mean_ms;  // same order as the tools
+  int failed_commands = 0;
+  std::string first_failure;
+};
+
+// Runs every tool once per netns, sequentially. With 0 < sample < population size, a fixed
+// random sample (the same netns every run) is measured instead. Stops early when `interrupted`.
+ShellOutResult MeasureShellOut(const std::vector<std::string>& netns_names,
+                               const ShellOutTools& tools, int sample,
+                               const std::function<bool()>& interrupted);
 
 // "0.52 0.58 0.59" from /proc/loadavg.
 std::string LoadAverage();

@@ -17,10 +17,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <iterator>
 #include <memory>
 #include <optional>
-#include <random>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -167,49 +165,6 @@ Floor MeasureFloor(const std::string& floor_path, const std::string& prefix, int
   return floor;
 }
 
-struct ShellOut {
-  int measured = 0;
-  double per_netns_ms = 0;  // mean over the sampled netns, all five commands
-  int failures = 0;
-};
-
-ShellOut MeasureShellOut(const lab::LabNode& node, int sample) {
-  ShellOut result;
-  std::vector<std::string> population = {node.host_netns_name};
-  for (const lab::LabPod& pod : node.pods) population.push_back(pod.netns_name);
-  std::vector<std::string> measured;
-  std::mt19937 generator(kSampleSeed);
-  std::sample(population.begin(), population.end(), std::back_inserter(measured),
-              std::min<size_t>(sample, population.size()), generator);
-  std::vector<std::vector<std::string>> tools;
-  for (const char* name : {"iptables-legacy-save", "iptables-nft-save", "ip6tables-legacy-save",
-                           "ip6tables-nft-save"}) {
-    if (auto path = FindExecutable(name)) tools.push_back({*path});
-  }
-  if (auto nft = FindExecutable("nft")) tools.push_back({*nft, "-j", "list", "ruleset"});
-  const std::optional<std::string> ip = FindExecutable("ip");
-  if (!ip || tools.size() != 5) {
-    result.failures = 1;
-    return result;
-  }
-  std::vector<double> per_netns;
-  for (const std::string& netns : measured) {
-    if (Interrupted()) break;
-    double total = 0;
-    for (const auto& tool : tools) {
-      std::vector<std::string> argv = {*ip, "netns", "exec", netns};
-      argv.insert(argv.end(), tool.begin(), tool.end());
-      ChildResult child = RunChild(argv, OutputHandling::kDrainAndDiscard);
-      if (!child.ran() || child.exit_code != 0) ++result.failures;
-      total += child.wall_ms;
-    }
-    per_netns.push_back(total);
-  }
-  result.measured = static_cast<int>(per_netns.size());
-  result.per_netns_ms = Mean(per_netns);
-  return result;
-}
-
 std::string Verdict(bool met) { return met ? "met" : "MISSED"; }
 
 int Main(int argc, char** argv) {
@@ -322,7 +277,14 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "oneshot_bench: %s\n", floor.error.c_str());
     return 1;
   }
-  const ShellOut shell = MeasureShellOut(lab.node(), flags->sample);
+  Result<ShellOutTools> tools = FindShellOutTools();
+  if (!tools.ok()) {
+    std::fprintf(stderr, "oneshot_bench: %s\n", tools.error().message.c_str());
+    return 1;
+  }
+  std::vector<std::string> population = {lab.node().host_netns_name};
+  for (const lab::LabPod& pod : lab.node().pods) population.push_back(pod.netns_name);
+  const ShellOutResult shell = MeasureShellOut(population, *tools, flags->sample, Interrupted);
 
   const double scan_per_netns_us = scan_1.wall_ms * 1000 / netns_count;
   const double scan_cpu_per_netns_us = scan_1.cpu_ms * 1000 / netns_count;
@@ -351,14 +313,14 @@ int Main(int argc, char** argv) {
   row("in-process RenderReportJson", json);
   row("in-process RenderReportTable", table);
   row("floor: bare nft dump of every netns, 1 thread", floor.node);
-  std::printf("%-52s %9.2f\n", "shell-out: 5 commands, mean per netns", shell.per_netns_ms);
-  std::printf("  (%d netns sampled%s)\n", shell.measured,
-              shell.failures > 0 ? ", SOME COMMANDS FAILED" : "");
+  std::printf("%-52s %9.2f\n", "shell-out: 5 commands, mean per netns", shell.mean_netns_ms);
+  std::printf("  (%d of %d netns%s)\n", shell.netns_measured, shell.netns_total,
+              shell.failed_commands > 0 ? ("; FAILED: " + shell.first_failure).c_str() : "");
   std::printf(
       "\nper netns (us): floor %.1f (median of single reads; CPU %.1f), scan 1 worker %.1f "
       "(CPU %.1f), shell-out %.0f\n",
       floor.per_netns_us, floor_cpu_per_netns_us, scan_per_netns_us, scan_cpu_per_netns_us,
-      shell.per_netns_ms * 1000);
+      shell.mean_netns_ms * 1000);
   std::printf("\nratios\n");
   std::printf("%-52s %8.2fx (CPU %.2fx)\n", "scan per netns / floor per netns",
               scan_per_netns_us / floor.per_netns_us,
@@ -366,9 +328,9 @@ int Main(int argc, char** argv) {
   std::printf("%-52s %8.2fx\n", "report json wall / floor whole node",
               report_json.timing.wall_ms / floor.node.wall_ms);
   std::printf("%-52s %8.0fx\n", "shell-out per netns / floor per netns",
-              shell.per_netns_ms * 1000 / floor.per_netns_us);
+              shell.mean_netns_ms * 1000 / floor.per_netns_us);
   std::printf("%-52s %8.0fx\n", "shell-out per netns / scan per netns",
-              shell.per_netns_ms * 1000 / scan_per_netns_us);
+              shell.mean_netns_ms * 1000 / scan_per_netns_us);
   std::printf("\ntargets (issue 6 §5; information, not assertions)\n");
   std::printf(
       "  report json <= 40 ms: %s; report table <= 40 ms: %s; start-up (1-netns report) <= 5 ms: "

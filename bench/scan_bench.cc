@@ -53,7 +53,6 @@ constexpr int kAllNetnsUpToPods = 100;  // larger labs use a fixed random sample
 constexpr int kReportRuns = 3;          // `ambient-doctor report` runs per size (median wall)
 constexpr int kRepetitions = 3;         // Google Benchmark repetitions (median reported)
 constexpr double kMinSecondsPerRepetition = 0.5;
-constexpr unsigned kSampleSeed = 20240611;  // fixed: the same netns are sampled every run
 
 volatile std::sig_atomic_t g_interrupted = 0;
 
@@ -283,65 +282,6 @@ ScanOptions LabScanOptions(int workers) {
 // ---------------------------------------------------------------------------------------------
 // Shell-out baseline.
 
-struct Tool {
-  std::string label;
-  std::vector<std::string> argv;  // absolute path first
-};
-
-struct ShellOutResult {
-  int netns_total = 0;
-  int netns_measured = 0;
-  bool sampled = false;
-  double mean_netns_ms = 0;
-  double median_netns_ms = 0;
-  std::vector<double> tool_mean_ms;  // same order as the tools
-  int failed_commands = 0;
-  std::string first_failure;
-};
-
-ShellOutResult MeasureShellOut(const lab::LabNode& node, const std::string& ip_path,
-                               const std::vector<Tool>& tools, int sample) {
-  std::vector<std::string> population = {node.host_netns_name};
-  for (const lab::LabPod& pod : node.pods) population.push_back(pod.netns_name);
-  ShellOutResult result;
-  result.netns_total = static_cast<int>(population.size());
-  std::vector<std::string> measured = population;
-  if (static_cast<int>(node.pods.size()) > kAllNetnsUpToPods && sample > 0 &&
-      sample < result.netns_total) {
-    measured.clear();
-    std::mt19937 generator(kSampleSeed);
-    std::sample(population.begin(), population.end(), std::back_inserter(measured), sample,
-                generator);
-    result.sampled = true;
-  }
-  std::vector<double> netns_ms;
-  std::vector<std::vector<double>> tool_ms(tools.size());
-  for (const std::string& netns_name : measured) {
-    if (Interrupted()) break;
-    double this_netns_ms = 0;
-    for (size_t t = 0; t < tools.size(); ++t) {
-      std::vector<std::string> argv = {ip_path, "netns", "exec", netns_name};
-      argv.insert(argv.end(), tools[t].argv.begin(), tools[t].argv.end());
-      ChildResult child = RunChild(argv, OutputHandling::kDrainAndDiscard);
-      if (!child.ran() || child.exit_code != 0) {
-        if (result.failed_commands++ == 0) {
-          result.first_failure =
-              netns_name + " " + tools[t].label + ": " +
-              (child.ran() ? "exit " + std::to_string(child.exit_code) : child.spawn_error);
-        }
-      }
-      tool_ms[t].push_back(child.wall_ms);
-      this_netns_ms += child.wall_ms;
-    }
-    netns_ms.push_back(this_netns_ms);
-  }
-  result.netns_measured = static_cast<int>(netns_ms.size());
-  result.mean_netns_ms = Mean(netns_ms);
-  result.median_netns_ms = Median(netns_ms);
-  for (const std::vector<double>& samples : tool_ms) result.tool_mean_ms.push_back(Mean(samples));
-  return result;
-}
-
 // ---------------------------------------------------------------------------------------------
 // One size, then the table.
 
@@ -373,8 +313,7 @@ long SelfMaxRssKb() {
 struct Environment {
   std::string self_path;
   std::string doctor_path;  // empty: not built
-  std::string ip_path;
-  std::vector<Tool> tools;
+  ShellOutTools shell_out;
   BenchFlags flags;
 };
 
@@ -450,18 +389,22 @@ SizeRow MeasureSize(int pods, const Environment& env, CapturingReporter& reporte
   if (Interrupted()) return row;
 
   std::printf("\nshell-out baseline: ip netns exec <ns> {");
-  for (size_t t = 0; t < env.tools.size(); ++t) {
-    std::printf("%s%s", t == 0 ? "" : ", ", env.tools[t].label.c_str());
+  for (size_t t = 0; t < env.shell_out.tools.size(); ++t) {
+    std::printf("%s%s", t == 0 ? "" : ", ", env.shell_out.tools[t].label.c_str());
   }
   std::printf("}, sequential\n");
   std::fflush(stdout);
-  row.shell_out = MeasureShellOut(lab.node(), env.ip_path, env.tools, env.flags.sample);
+  std::vector<std::string> population = {lab.node().host_netns_name};
+  for (const lab::LabPod& pod : lab.node().pods) population.push_back(pod.netns_name);
+  const int sample = pods > kAllNetnsUpToPods ? env.flags.sample : 0;
+  row.shell_out = MeasureShellOut(population, env.shell_out, sample, Interrupted);
   const ShellOutResult& shell = row.shell_out;
   std::printf("  %s: %d of %d netns -> per netns mean %.2f ms, median %.2f ms\n",
               shell.sampled ? "SAMPLED (fixed random sample, extrapolated)" : "all netns",
               shell.netns_measured, shell.netns_total, shell.mean_netns_ms, shell.median_netns_ms);
-  for (size_t t = 0; t < env.tools.size() && t < shell.tool_mean_ms.size(); ++t) {
-    std::printf("    %-24s %7.2f ms\n", env.tools[t].label.c_str(), shell.tool_mean_ms[t]);
+  for (size_t t = 0; t < env.shell_out.tools.size() && t < shell.tool_mean_ms.size(); ++t) {
+    std::printf("    %-24s %7.2f ms\n", env.shell_out.tools[t].label.c_str(),
+                shell.tool_mean_ms[t]);
   }
   if (shell.failed_commands > 0) {
     std::printf("  %d commands failed (first: %s)\n", shell.failed_commands,
@@ -558,7 +501,7 @@ void PrintTable(const std::vector<SizeRow>& rows, const Environment& env, long p
       "load average: %s at start, %s at end (2 CPUs; other work on the machine inflates "
       "wall times)\n\n",
       kLabPrefix, env.flags.ipv6 ? "IPv4+IPv6 rules (ip6tables dumps have content)" : "IPv4 only",
-      kRepetitions, kMinSecondsPerRepetition, env.tools.size(), env.flags.sample,
+      kRepetitions, kMinSecondsPerRepetition, env.shell_out.tools.size(), env.flags.sample,
       load_at_start.c_str(), LoadAverage().c_str());
 
   const SizeRow* reference = nullptr;
@@ -633,7 +576,7 @@ void PrintTable(const std::vector<SizeRow>& rows, const Environment& env, long p
       "N=%s; +Analyze = ScanNode + Analyze;\n"
       "CPU us/ns = process CPU (all threads) per netns; bench RSS = this process's ru_maxrss "
       "after that size.\n",
-      env.tools.size(), kLabPrefix, kReportRuns, probe_floor_kb / 1024.0,
+      env.shell_out.tools.size(), kLabPrefix, kReportRuns, probe_floor_kb / 1024.0,
       reference ? std::to_string(reference->pods).c_str() : "n/a");
 
   std::printf("\ntargets (information, not assertions):\n");
@@ -680,27 +623,12 @@ int Main(int argc, char** argv) {
   } else {
     std::printf("note: %s not built; report RSS/wall columns will be n/a\n", doctor.c_str());
   }
-  std::optional<std::string> ip = FindExecutable("ip");
-  if (!ip) {
-    std::fprintf(stderr, "scan_bench: `ip` not found\n");
+  Result<ShellOutTools> shell_out = FindShellOutTools();
+  if (!shell_out.ok()) {
+    std::fprintf(stderr, "scan_bench: %s\n", shell_out.error().message.c_str());
     return 2;
   }
-  env.ip_path = *ip;
-  for (const char* name : {"iptables-legacy-save", "iptables-nft-save", "ip6tables-legacy-save",
-                           "ip6tables-nft-save"}) {
-    std::optional<std::string> path = FindExecutable(name);
-    if (!path) {
-      std::fprintf(stderr, "scan_bench: %s not found\n", name);
-      return 2;
-    }
-    env.tools.push_back({name, {*path}});
-  }
-  std::optional<std::string> nft = FindExecutable("nft");
-  if (!nft) {
-    std::fprintf(stderr, "scan_bench: nft not found\n");
-    return 2;
-  }
-  env.tools.push_back({"nft -j list ruleset", {*nft, "-j", "list", "ruleset"}});
+  env.shell_out = *std::move(shell_out);
 
   InstallTerminationHandlers();
 
