@@ -221,7 +221,12 @@ class RtnlReader {
       if (auto error = ReadRoutes(kernel_filter, tables, state)) return *error;
     }
     if (auto error = ReadAddresses(state)) return *error;
-    state.ipv6_disabled = Ipv6DisabledOnLoopback();
+    // Disabling IPv6 on a device removes its IPv6 addresses and refuses new ones, so an IPv6
+    // address on lo already answers; only without one is the devconf asked.
+    const bool lo_has_ipv6 = std::any_of(
+        state.addresses.begin(), state.addresses.end(),
+        [](const InterfaceAddress& a) { return a.family == Family::kIpv6 && a.ifname == "lo"; });
+    state.ipv6_disabled = !lo_has_ipv6 && Ipv6DisabledOnLoopback();
     return state;
   }
 
