@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "analysis/analysis.h"
+#include "bench/bench_support.h"
 #include "lab/lab.h"
 #include "scan/inspector.h"
 #include "scan/scanner.h"
@@ -52,7 +53,6 @@ constexpr int kAllNetnsUpToPods = 100;  // larger labs use a fixed random sample
 constexpr int kReportRuns = 3;          // `ambient-doctor report` runs per size (median wall)
 constexpr int kRepetitions = 3;         // Google Benchmark repetitions (median reported)
 constexpr double kMinSecondsPerRepetition = 0.5;
-constexpr unsigned kSampleSeed = 20240611;  // fixed: the same netns are sampled every run
 
 volatile std::sig_atomic_t g_interrupted = 0;
 
@@ -65,140 +65,6 @@ void InstallTerminationHandlers() {
   sigemptyset(&action.sa_mask);
   action.sa_flags = SA_RESTART;
   for (int signal_number : {SIGINT, SIGTERM, SIGHUP}) sigaction(signal_number, &action, nullptr);
-}
-
-using Clock = std::chrono::steady_clock;
-
-double MillisecondsBetween(Clock::time_point start, Clock::time_point end) {
-  return std::chrono::duration<double, std::milli>(end - start).count();
-}
-
-double Median(std::vector<double> values) {
-  if (values.empty()) return 0;
-  std::sort(values.begin(), values.end());
-  const size_t middle = values.size() / 2;
-  return values.size() % 2 == 1 ? values[middle] : (values[middle - 1] + values[middle]) / 2;
-}
-
-double Mean(const std::vector<double>& values) {
-  if (values.empty()) return 0;
-  return std::accumulate(values.begin(), values.end(), 0.0) / static_cast<double>(values.size());
-}
-
-class UniqueFd {
- public:
-  UniqueFd() = default;
-  explicit UniqueFd(int fd) : fd_(fd) {}
-  ~UniqueFd() { Reset(); }
-  UniqueFd(UniqueFd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
-  UniqueFd& operator=(UniqueFd&& other) noexcept {
-    if (this != &other) {
-      Reset();
-      fd_ = std::exchange(other.fd_, -1);
-    }
-    return *this;
-  }
-  UniqueFd(const UniqueFd&) = delete;
-  UniqueFd& operator=(const UniqueFd&) = delete;
-
-  int get() const { return fd_; }
-  void Reset() {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-  }
-
- private:
-  int fd_ = -1;
-};
-
-class SpawnFileActions {
- public:
-  SpawnFileActions() { posix_spawn_file_actions_init(&actions_); }
-  ~SpawnFileActions() { posix_spawn_file_actions_destroy(&actions_); }
-  SpawnFileActions(const SpawnFileActions&) = delete;
-  SpawnFileActions& operator=(const SpawnFileActions&) = delete;
-
-  posix_spawn_file_actions_t* get() { return &actions_; }
-
- private:
-  posix_spawn_file_actions_t actions_;
-};
-
-struct ChildResult {
-  std::string spawn_error;  // non-empty: the child never ran
-  int exit_code = -1;       // 128 + signal when killed
-  std::string stdout_text;  // only with OutputHandling::kKeepStdout
-  long max_rss_kb = 0;      // ru_maxrss from wait4
-  double wall_ms = 0;       // spawn to reaped
-
-  bool ran() const { return spawn_error.empty(); }
-};
-
-enum class OutputHandling : uint8_t {
-  kDrainAndDiscard,  // stdout+stderr into one pipe, read to EOF and dropped (a checker's view)
-  kDevNull,          // stdout+stderr to /dev/null (the child writes, nobody reads)
-  kKeepStdout,       // stdout captured, stderr inherited
-};
-
-// posix_spawn (clone(CLONE_VM|CLONE_VFORK) in glibc, the way Go's os/exec and Python's subprocess
-// start children), stdin from /dev/null. `argv[0]` must be an absolute path.
-ChildResult RunChild(const std::vector<std::string>& argv, OutputHandling output) {
-  ChildResult result;
-  UniqueFd read_end;
-  UniqueFd write_end;
-  SpawnFileActions actions;
-  posix_spawn_file_actions_addopen(actions.get(), STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-  if (output == OutputHandling::kDevNull) {
-    posix_spawn_file_actions_addopen(actions.get(), STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
-    posix_spawn_file_actions_adddup2(actions.get(), STDOUT_FILENO, STDERR_FILENO);
-  } else {
-    int pipe_fds[2];
-    if (::pipe2(pipe_fds, O_CLOEXEC) != 0) {
-      result.spawn_error = std::string("pipe2: ") + std::strerror(errno);
-      return result;
-    }
-    read_end = UniqueFd(pipe_fds[0]);
-    write_end = UniqueFd(pipe_fds[1]);
-    posix_spawn_file_actions_adddup2(actions.get(), write_end.get(), STDOUT_FILENO);
-    if (output == OutputHandling::kDrainAndDiscard) {
-      posix_spawn_file_actions_adddup2(actions.get(), write_end.get(), STDERR_FILENO);
-    }
-  }
-  std::vector<char*> argv_pointers;
-  argv_pointers.reserve(argv.size() + 1);
-  for (const std::string& argument : argv)
-    argv_pointers.push_back(const_cast<char*>(argument.c_str()));
-  argv_pointers.push_back(nullptr);
-
-  const Clock::time_point start = Clock::now();
-  pid_t pid = -1;
-  if (int error =
-          posix_spawn(&pid, argv[0].c_str(), actions.get(), nullptr, argv_pointers.data(), environ);
-      error != 0) {
-    result.spawn_error = "posix_spawn " + argv[0] + ": " + std::strerror(error);
-    return result;
-  }
-  write_end.Reset();
-  if (read_end.get() >= 0) {
-    char buffer[64 * 1024];
-    for (;;) {
-      const ssize_t count = ::read(read_end.get(), buffer, sizeof(buffer));
-      if (count > 0) {
-        if (output == OutputHandling::kKeepStdout) result.stdout_text.append(buffer, count);
-        continue;
-      }
-      if (count < 0 && errno == EINTR) continue;
-      break;
-    }
-  }
-  int status = 0;
-  struct rusage usage {};
-  while (::wait4(pid, &status, 0, &usage) < 0 && errno == EINTR) {
-  }
-  result.wall_ms = MillisecondsBetween(start, Clock::now());
-  result.max_rss_kb = usage.ru_maxrss;
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return result;
 }
 
 // The hidden probe mode: `scan_bench --rss-probe CMD...` runs CMD with output to /dev/null and
@@ -242,27 +108,6 @@ ProbeResult ProbeRss(const std::string& self_path, const std::vector<std::string
   }
   probe.ok = true;
   return probe;
-}
-
-std::optional<std::string> FindExecutable(const std::string& name) {
-  std::vector<std::string> directories;
-  if (const char* path = std::getenv("PATH")) {
-    std::string_view rest = path;
-    while (!rest.empty()) {
-      const size_t colon = rest.find(':');
-      directories.emplace_back(rest.substr(0, colon));
-      rest = colon == std::string_view::npos ? std::string_view() : rest.substr(colon + 1);
-    }
-  }
-  for (const char* fallback : {"/usr/sbin", "/sbin", "/usr/bin", "/bin"}) {
-    directories.emplace_back(fallback);
-  }
-  for (const std::string& directory : directories) {
-    if (directory.empty()) continue;
-    const std::string candidate = directory + "/" + name;
-    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
-  }
-  return std::nullopt;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -437,65 +282,6 @@ ScanOptions LabScanOptions(int workers) {
 // ---------------------------------------------------------------------------------------------
 // Shell-out baseline.
 
-struct Tool {
-  std::string label;
-  std::vector<std::string> argv;  // absolute path first
-};
-
-struct ShellOutResult {
-  int netns_total = 0;
-  int netns_measured = 0;
-  bool sampled = false;
-  double mean_netns_ms = 0;
-  double median_netns_ms = 0;
-  std::vector<double> tool_mean_ms;  // same order as the tools
-  int failed_commands = 0;
-  std::string first_failure;
-};
-
-ShellOutResult MeasureShellOut(const lab::LabNode& node, const std::string& ip_path,
-                               const std::vector<Tool>& tools, int sample) {
-  std::vector<std::string> population = {node.host_netns_name};
-  for (const lab::LabPod& pod : node.pods) population.push_back(pod.netns_name);
-  ShellOutResult result;
-  result.netns_total = static_cast<int>(population.size());
-  std::vector<std::string> measured = population;
-  if (static_cast<int>(node.pods.size()) > kAllNetnsUpToPods && sample > 0 &&
-      sample < result.netns_total) {
-    measured.clear();
-    std::mt19937 generator(kSampleSeed);
-    std::sample(population.begin(), population.end(), std::back_inserter(measured), sample,
-                generator);
-    result.sampled = true;
-  }
-  std::vector<double> netns_ms;
-  std::vector<std::vector<double>> tool_ms(tools.size());
-  for (const std::string& netns_name : measured) {
-    if (Interrupted()) break;
-    double this_netns_ms = 0;
-    for (size_t t = 0; t < tools.size(); ++t) {
-      std::vector<std::string> argv = {ip_path, "netns", "exec", netns_name};
-      argv.insert(argv.end(), tools[t].argv.begin(), tools[t].argv.end());
-      ChildResult child = RunChild(argv, OutputHandling::kDrainAndDiscard);
-      if (!child.ran() || child.exit_code != 0) {
-        if (result.failed_commands++ == 0) {
-          result.first_failure =
-              netns_name + " " + tools[t].label + ": " +
-              (child.ran() ? "exit " + std::to_string(child.exit_code) : child.spawn_error);
-        }
-      }
-      tool_ms[t].push_back(child.wall_ms);
-      this_netns_ms += child.wall_ms;
-    }
-    netns_ms.push_back(this_netns_ms);
-  }
-  result.netns_measured = static_cast<int>(netns_ms.size());
-  result.mean_netns_ms = Mean(netns_ms);
-  result.median_netns_ms = Median(netns_ms);
-  for (const std::vector<double>& samples : tool_ms) result.tool_mean_ms.push_back(Mean(samples));
-  return result;
-}
-
 // ---------------------------------------------------------------------------------------------
 // One size, then the table.
 
@@ -527,8 +313,7 @@ long SelfMaxRssKb() {
 struct Environment {
   std::string self_path;
   std::string doctor_path;  // empty: not built
-  std::string ip_path;
-  std::vector<Tool> tools;
+  ShellOutTools shell_out;
   BenchFlags flags;
 };
 
@@ -604,18 +389,22 @@ SizeRow MeasureSize(int pods, const Environment& env, CapturingReporter& reporte
   if (Interrupted()) return row;
 
   std::printf("\nshell-out baseline: ip netns exec <ns> {");
-  for (size_t t = 0; t < env.tools.size(); ++t) {
-    std::printf("%s%s", t == 0 ? "" : ", ", env.tools[t].label.c_str());
+  for (size_t t = 0; t < env.shell_out.tools.size(); ++t) {
+    std::printf("%s%s", t == 0 ? "" : ", ", env.shell_out.tools[t].label.c_str());
   }
   std::printf("}, sequential\n");
   std::fflush(stdout);
-  row.shell_out = MeasureShellOut(lab.node(), env.ip_path, env.tools, env.flags.sample);
+  std::vector<std::string> population = {lab.node().host_netns_name};
+  for (const lab::LabPod& pod : lab.node().pods) population.push_back(pod.netns_name);
+  const int sample = pods > kAllNetnsUpToPods ? env.flags.sample : 0;
+  row.shell_out = MeasureShellOut(population, env.shell_out, sample, Interrupted);
   const ShellOutResult& shell = row.shell_out;
   std::printf("  %s: %d of %d netns -> per netns mean %.2f ms, median %.2f ms\n",
               shell.sampled ? "SAMPLED (fixed random sample, extrapolated)" : "all netns",
               shell.netns_measured, shell.netns_total, shell.mean_netns_ms, shell.median_netns_ms);
-  for (size_t t = 0; t < env.tools.size() && t < shell.tool_mean_ms.size(); ++t) {
-    std::printf("    %-24s %7.2f ms\n", env.tools[t].label.c_str(), shell.tool_mean_ms[t]);
+  for (size_t t = 0; t < env.shell_out.tools.size() && t < shell.tool_mean_ms.size(); ++t) {
+    std::printf("    %-24s %7.2f ms\n", env.shell_out.tools[t].label.c_str(),
+                shell.tool_mean_ms[t]);
   }
   if (shell.failed_commands > 0) {
     std::printf("  %d commands failed (first: %s)\n", shell.failed_commands,
@@ -667,21 +456,6 @@ double PerNetnsCpuMicroseconds(const std::optional<Measured>& measured) {
   return measured->cpu_ms * 1000 / measured->netns;
 }
 
-std::string LoadAverage() {
-  std::string text;
-  if (std::FILE* file = std::fopen("/proc/loadavg", "r")) {
-    char buffer[128] = {};
-    if (std::fgets(buffer, sizeof(buffer), file)) text = buffer;
-    std::fclose(file);
-  }
-  // "0.52 0.58 0.59 1/123 4567\n": keep the three averages.
-  size_t end = 0;
-  for (int field = 0; field < 3 && end != std::string::npos; ++field) {
-    end = text.find(' ', end + (field == 0 ? 0 : 1));
-  }
-  return text.substr(0, end);
-}
-
 struct RowFigures {
   double w1_us = 0;
   double w2_us = 0;
@@ -727,7 +501,7 @@ void PrintTable(const std::vector<SizeRow>& rows, const Environment& env, long p
       "load average: %s at start, %s at end (2 CPUs; other work on the machine inflates "
       "wall times)\n\n",
       kLabPrefix, env.flags.ipv6 ? "IPv4+IPv6 rules (ip6tables dumps have content)" : "IPv4 only",
-      kRepetitions, kMinSecondsPerRepetition, env.tools.size(), env.flags.sample,
+      kRepetitions, kMinSecondsPerRepetition, env.shell_out.tools.size(), env.flags.sample,
       load_at_start.c_str(), LoadAverage().c_str());
 
   const SizeRow* reference = nullptr;
@@ -802,7 +576,7 @@ void PrintTable(const std::vector<SizeRow>& rows, const Environment& env, long p
       "N=%s; +Analyze = ScanNode + Analyze;\n"
       "CPU us/ns = process CPU (all threads) per netns; bench RSS = this process's ru_maxrss "
       "after that size.\n",
-      env.tools.size(), kLabPrefix, kReportRuns, probe_floor_kb / 1024.0,
+      env.shell_out.tools.size(), kLabPrefix, kReportRuns, probe_floor_kb / 1024.0,
       reference ? std::to_string(reference->pods).c_str() : "n/a");
 
   std::printf("\ntargets (information, not assertions):\n");
@@ -820,12 +594,6 @@ void PrintTable(const std::vector<SizeRow>& rows, const Environment& env, long p
     }
     std::printf("\n");
   }
-}
-
-std::string SelfPath() {
-  std::error_code error;
-  fs::path path = fs::read_symlink("/proc/self/exe", error);
-  return error ? std::string() : path.string();
 }
 
 int Main(int argc, char** argv) {
@@ -855,27 +623,12 @@ int Main(int argc, char** argv) {
   } else {
     std::printf("note: %s not built; report RSS/wall columns will be n/a\n", doctor.c_str());
   }
-  std::optional<std::string> ip = FindExecutable("ip");
-  if (!ip) {
-    std::fprintf(stderr, "scan_bench: `ip` not found\n");
+  Result<ShellOutTools> shell_out = FindShellOutTools();
+  if (!shell_out.ok()) {
+    std::fprintf(stderr, "scan_bench: %s\n", shell_out.error().message.c_str());
     return 2;
   }
-  env.ip_path = *ip;
-  for (const char* name : {"iptables-legacy-save", "iptables-nft-save", "ip6tables-legacy-save",
-                           "ip6tables-nft-save"}) {
-    std::optional<std::string> path = FindExecutable(name);
-    if (!path) {
-      std::fprintf(stderr, "scan_bench: %s not found\n", name);
-      return 2;
-    }
-    env.tools.push_back({name, {*path}});
-  }
-  std::optional<std::string> nft = FindExecutable("nft");
-  if (!nft) {
-    std::fprintf(stderr, "scan_bench: nft not found\n");
-    return 2;
-  }
-  env.tools.push_back({"nft -j list ruleset", {*nft, "-j", "list", "ruleset"}});
+  env.shell_out = *std::move(shell_out);
 
   InstallTerminationHandlers();
 

@@ -4,8 +4,13 @@
 
 #include <algorithm>
 #include <array>
+#include <deque>
+#include <functional>
+#include <map>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 
 namespace ad {
@@ -35,6 +40,44 @@ std::optional<std::string_view> JumpTarget(const Rule& rule) {
   return std::nullopt;
 }
 
+// A rule's comparison key (semantics with sorted matches) with its hash, so most unequal pairs
+// differ in one integer compare. `sem` points at the rule itself when its matches are already
+// sorted (every reader canonicalizes), else at a sorted copy owned elsewhere.
+struct KeyedRule {
+  size_t hash = 0;
+  const RuleSemantics* sem = nullptr;
+
+  bool operator==(const KeyedRule& other) const { return hash == other.hash && *sem == *other.sem; }
+};
+
+size_t HashSemantics(const RuleSemantics& sem) {
+  size_t hash = sem.matches.size();
+  auto mix = [&hash](size_t value) {
+    hash ^= value + 0x9e3779b97f4a7c15ULL + (hash << 6) + (hash >> 2);
+  };
+  for (const Match& match : sem.matches) {
+    mix(static_cast<size_t>(match.kind) << 1 | static_cast<size_t>(match.negated));
+    mix(match.value);
+    mix(match.value2);
+    mix(std::hash<std::string>{}(match.text));
+  }
+  mix(static_cast<size_t>(sem.action.kind));
+  mix(sem.action.value);
+  mix(sem.action.value2);
+  mix(sem.action.value3);
+  mix(std::hash<std::string>{}(sem.action.text));
+  return hash;
+}
+
+// `storage` keeps the sorted copies that unsorted rules need (deque: stable addresses).
+KeyedRule KeyOf(const RuleSemantics& sem, std::deque<RuleSemantics>& storage) {
+  const RuleSemantics* key = &sem;
+  if (!std::is_sorted(sem.matches.begin(), sem.matches.end())) {
+    key = &storage.emplace_back(SortedSemantics(sem));
+  }
+  return KeyedRule{HashSemantics(*key), key};
+}
+
 // One observed chain that belongs to Istio's in-pod ambient state. For the shared iptables
 // built-in chains only the jumps into ISTIO_PRERT / ISTIO_OUTPUT are Istio's.
 struct ObservedChain {
@@ -42,6 +85,8 @@ struct ObservedChain {
   const Table* table;
   const Chain* chain;
   bool owned;
+  std::vector<KeyedRule> keys;  // one per rule; filled by FitVariant only
+  int chain_id = -1;            // ChainId(); -1 when no expected chain has this identity
 };
 
 std::vector<ObservedChain> InpodChains(const NetfilterState& netfilter, Backend backend) {
@@ -53,9 +98,9 @@ std::vector<ObservedChain> InpodChains(const NetfilterState& netfilter, Backend 
       if (!istio::IsIstioIptablesTable(table.name)) continue;
       for (const Chain& chain : table.chains) {
         if (IsInpodIptablesChain(chain.name)) {
-          chains.push_back({table.family, &table, &chain, true});
+          chains.push_back({table.family, &table, &chain, true, {}});
         } else if (chain.name == "PREROUTING" || chain.name == "OUTPUT") {
-          chains.push_back({table.family, &table, &chain, false});
+          chains.push_back({table.family, &table, &chain, false, {}});
         }
       }
     } else {
@@ -63,7 +108,7 @@ std::vector<ObservedChain> InpodChains(const NetfilterState& netfilter, Backend 
       for (const Chain& chain : table.chains) {
         // The host's probe-SNAT chain shares the table name; it is not in-pod state.
         if (chain.name == istio::kNftHostChain) continue;
-        chains.push_back({Family::kInet, &table, &chain, true});
+        chains.push_back({Family::kInet, &table, &chain, true, {}});
       }
     }
   }
@@ -76,26 +121,116 @@ bool IsIstioRuleIn(const ObservedChain& observed, const Rule& rule) {
   return target && IsInpodIptablesChain(*target);
 }
 
-// Every non-jump in-pod rule any variant can produce for this backend: recognises ambient
-// ISTIO_OUTPUT content even when ISTIO_PRERT is gone (sidecar mode has ISTIO_OUTPUT too).
-std::vector<RuleSemantics> AmbientRuleUniverse(RulesetBackend backend,
-                                               const AnalysisOptions& options) {
-  std::vector<RuleSemantics> universe;
-  AmbientVariant widest{true, false, {}, true};
+// Small integer per (family, table, chain) identity of an expected chain, shared by every
+// variant, so scoring matches chains with an integer compare. `add` = false only looks up.
+int ChainId(Family family, std::string_view table, std::string_view chain, bool add) {
+  static std::mutex mutex;
+  static std::map<std::tuple<Family, std::string, std::string>, int, std::less<>> ids;
+  const std::tuple<Family, std::string_view, std::string_view> key{family, table, chain};
+  std::lock_guard lock(mutex);
+  if (auto found = ids.find(key); found != ids.end()) return found->second;
+  if (!add) return -1;
+  const int id = static_cast<int>(ids.size());
+  ids.emplace(std::tuple<Family, std::string, std::string>{family, table, chain}, id);
+  return id;
+}
+
+// One variant's expected rule set with the comparison key of every rule (same chain and rule
+// order), built once per process: every netns is scored against a dozen candidate variants.
+struct VariantRuleset {
+  istio::ExpectedRuleset ruleset;
+  std::vector<std::vector<KeyedRule>> keys;  // point into ruleset or sorted_copies
+  std::vector<int> chain_ids;                // ChainId() of each chain
+  std::deque<RuleSemantics> sorted_copies;
+};
+
+struct VariantKey {
+  RulesetBackend backend;
+  const AmbientVariant& variant;
+  std::string_view snat_v4;
+  std::string_view snat_v6;
+
+  auto Tie() const { return std::tie(backend, variant, snat_v4, snat_v6); }
+};
+
+struct StoredVariantKey {
+  RulesetBackend backend;
+  AmbientVariant variant;
+  std::string snat_v4;
+  std::string snat_v6;
+
+  auto Tie() const {
+    return std::tuple<RulesetBackend, const AmbientVariant&, std::string_view, std::string_view>(
+        backend, variant, snat_v4, snat_v6);
+  }
+};
+
+struct VariantKeyLess {
+  using is_transparent = void;
+  template <typename A, typename B>
+  bool operator()(const A& a, const B& b) const {
+    return a.Tie() < b.Tie();
+  }
+};
+
+// Interface names make the key space open-ended, so the cache is bounded; entries in use stay
+// alive through their shared_ptr when it is cleared.
+constexpr size_t kMaxCachedVariants = 1024;
+
+std::shared_ptr<const VariantRuleset> ExpectedFor(RulesetBackend backend,
+                                                  const AmbientVariant& variant,
+                                                  const istio::ProbeSnat& snat) {
+  static std::mutex mutex;
+  static std::map<StoredVariantKey, std::shared_ptr<const VariantRuleset>, VariantKeyLess> cache;
+  const VariantKey key{backend, variant, snat.v4, snat.v6};
+  {
+    std::lock_guard lock(mutex);
+    if (auto found = cache.find(key); found != cache.end()) return found->second;
+  }
+  auto built = std::make_shared<VariantRuleset>();
+  built->ruleset = istio::BuildInpodRuleset(backend, variant, snat);
+  built->keys.reserve(built->ruleset.chains.size());
+  for (const istio::ExpectedChain& chain : built->ruleset.chains) {
+    built->chain_ids.push_back(ChainId(chain.family, chain.table, chain.chain, /*add=*/true));
+    std::vector<KeyedRule>& chain_keys = built->keys.emplace_back();
+    chain_keys.reserve(chain.rules.size());
+    for (const istio::ExpectedRule& rule : chain.rules) {
+      chain_keys.push_back(KeyOf(rule.rule.sem, built->sorted_copies));
+    }
+  }
+  std::lock_guard lock(mutex);
+  if (cache.size() >= kMaxCachedVariants) cache.clear();
+  auto [entry, inserted] =
+      cache.try_emplace(StoredVariantKey{backend, variant, snat.v4, snat.v6}, std::move(built));
+  return entry->second;
+}
+
+bool ContainsKey(const std::vector<KeyedRule>& keys, const KeyedRule& key) {
+  return std::find(keys.begin(), keys.end(), key) != keys.end();
+}
+
+// Whether `key` is a non-jump in-pod rule some variant produces for this backend: recognises
+// ambient ISTIO_OUTPUT content even when ISTIO_PRERT is gone (sidecar mode has ISTIO_OUTPUT too).
+bool InAmbientRuleUniverse(RulesetBackend backend, const AnalysisOptions& options,
+                           const RuleSemantics& sem) {
+  std::deque<RuleSemantics> storage;
+  const KeyedRule key = KeyOf(sem, storage);
+  const AmbientVariant widest{true, false, {}, true};
   istio::ProbeSnat snat;
   const size_t count = std::max(options.probe_snat_v4.size(), options.probe_snat_v6.size());
   for (size_t i = 0; i < std::max<size_t>(count, 1); ++i) {
     if (i < options.probe_snat_v4.size()) snat.v4 = options.probe_snat_v4[i];
     if (i < options.probe_snat_v6.size()) snat.v6 = options.probe_snat_v6[i];
-    for (const istio::ExpectedChain& chain :
-         istio::BuildInpodRuleset(backend, widest, snat).chains) {
-      for (const istio::ExpectedRule& expected : chain.rules) {
-        if (expected.rule.sem.action.kind == ActionKind::kJump) continue;
-        universe.push_back(SortedSemantics(expected.rule.sem));
+    const std::shared_ptr<const VariantRuleset> expected = ExpectedFor(backend, widest, snat);
+    for (size_t c = 0; c < expected->ruleset.chains.size(); ++c) {
+      const std::vector<istio::ExpectedRule>& rules = expected->ruleset.chains[c].rules;
+      for (size_t r = 0; r < rules.size(); ++r) {
+        if (rules[r].rule.sem.action.kind == ActionKind::kJump) continue;
+        if (expected->keys[c][r] == key) return true;
       }
     }
   }
-  return universe;
+  return false;
 }
 
 // Families (iptables) in which this backend holds in-pod ambient state; empty when none.
@@ -107,7 +242,6 @@ std::set<Family> AmbientFamilies(const NetfilterState& netfilter, Backend backen
     if (!chains.empty()) families = {Family::kIpv4, Family::kIpv6};  // inet covers both
     return families;
   }
-  std::optional<std::vector<RuleSemantics>> universe;
   for (const ObservedChain& observed : chains) {
     if (families.contains(observed.family)) continue;
     if (observed.chain->name == istio::kIptPrerouting) {
@@ -119,9 +253,7 @@ std::set<Family> AmbientFamilies(const NetfilterState& netfilter, Backend backen
         if (JumpsTo(rule, istio::kIptPrerouting)) families.insert(observed.family);
         continue;
       }
-      if (!universe) universe = AmbientRuleUniverse(RulesetBackend::kIptables, options);
-      const RuleSemantics key = SortedSemantics(rule.sem);
-      if (std::find(universe->begin(), universe->end(), key) != universe->end()) {
+      if (InAmbientRuleUniverse(RulesetBackend::kIptables, options, rule.sem)) {
         families.insert(observed.family);
         break;
       }
@@ -195,44 +327,44 @@ std::vector<std::string> ObservedVirtualInterfaces(const std::vector<ObservedCha
   return interfaces;
 }
 
-bool ContainsKey(const std::vector<RuleSemantics>& keys, const RuleSemantics& key) {
-  return std::find(keys.begin(), keys.end(), key) != keys.end();
-}
-
 struct Score {
   size_t missing = 0;
   size_t unexpected = 0;
 };
 
-Score ScoreFit(const istio::ExpectedRuleset& expected, const std::vector<ObservedChain>& observed,
-               const NetfilterState& netfilter, Backend backend) {
+// Every expected chain the kernel can hold is among `observed` (InpodChains keeps all of
+// Istio's in-pod chain names), so lookups stay within it.
+Score ScoreFit(const VariantRuleset& expected, const std::vector<ObservedChain>& observed) {
   Score score;
-  for (const istio::ExpectedChain& chain : expected.chains) {
-    const Chain* seen =
-        FindObservedChain(netfilter, backend, chain.family, chain.table, chain.chain);
-    std::vector<RuleSemantics> seen_keys;
-    if (seen != nullptr) {
-      for (const Rule& rule : seen->rules) seen_keys.push_back(SortedSemantics(rule.sem));
-    }
-    for (const istio::ExpectedRule& rule : chain.rules) {
-      if (!ContainsKey(seen_keys, SortedSemantics(rule.rule.sem))) ++score.missing;
+  static const std::vector<KeyedRule> kNoKeys;
+  for (size_t c = 0; c < expected.ruleset.chains.size(); ++c) {
+    const auto seen = std::find_if(
+        observed.begin(), observed.end(),
+        [id = expected.chain_ids[c]](const ObservedChain& chain) { return chain.chain_id == id; });
+    const std::vector<KeyedRule>& seen_keys = seen != observed.end() ? seen->keys : kNoKeys;
+    for (const KeyedRule& key : expected.keys[c]) {
+      if (!ContainsKey(seen_keys, key)) ++score.missing;
     }
   }
+  std::vector<const KeyedRule*> counted;  // duplicates are DUPLICATE_RULE's business, not ours
   for (const ObservedChain& chain : observed) {
-    const istio::ExpectedChain* wanted =
-        expected.Find(chain.family, chain.table->name, chain.chain->name);
-    std::vector<RuleSemantics> wanted_keys;
-    if (wanted != nullptr) {
-      for (const istio::ExpectedRule& rule : wanted->rules) {
-        wanted_keys.push_back(SortedSemantics(rule.rule.sem));
+    const std::vector<KeyedRule>* wanted_keys = &kNoKeys;
+    for (size_t c = 0; chain.chain_id >= 0 && c < expected.chain_ids.size(); ++c) {
+      if (expected.chain_ids[c] == chain.chain_id) {
+        wanted_keys = &expected.keys[c];
+        break;
       }
     }
-    std::vector<RuleSemantics> counted;  // duplicates are DUPLICATE_RULE's business, not ours
-    for (const Rule& rule : chain.chain->rules) {
-      if (!IsIstioRuleIn(chain, rule)) continue;
-      RuleSemantics key = SortedSemantics(rule.sem);
-      if (ContainsKey(wanted_keys, key) || ContainsKey(counted, key)) continue;
-      counted.push_back(std::move(key));
+    counted.clear();
+    for (size_t r = 0; r < chain.chain->rules.size(); ++r) {
+      if (!IsIstioRuleIn(chain, chain.chain->rules[r])) continue;
+      const KeyedRule& key = chain.keys[r];
+      if (ContainsKey(*wanted_keys, key)) continue;
+      if (std::any_of(counted.begin(), counted.end(),
+                      [&key](const KeyedRule* other) { return *other == key; })) {
+        continue;
+      }
+      counted.push_back(&key);
       ++score.unexpected;
     }
   }
@@ -247,8 +379,15 @@ bool Better(const Score& candidate, const Score& best) {
   return candidate.unexpected < best.unexpected;
 }
 
+struct Candidate {
+  AmbientVariant variant;
+  istio::ProbeSnat snat;
+  std::shared_ptr<const VariantRuleset> expected;
+};
+
 AmbientFit FitVariant(const NetnsSnapshot& netns, Backend backend, const AnalysisOptions& options) {
-  const std::vector<ObservedChain> observed = InpodChains(netns.netfilter, backend);
+  std::deque<RuleSemantics> sorted_copies;  // outlives `observed`, whose keys point into it
+  std::vector<ObservedChain> observed = InpodChains(netns.netfilter, backend);
   const RulesetBackend ruleset = istio::RulesetBackendFor(backend);
   const std::vector<std::string> interfaces = ObservedVirtualInterfaces(observed, backend);
 
@@ -257,31 +396,50 @@ AmbientFit FitVariant(const NetnsSnapshot& netns, Backend backend, const Analysi
   if (snat_v4.empty()) snat_v4.push_back(istio::ProbeSnat{}.v4);
   if (snat_v6.empty()) snat_v6.push_back(istio::ProbeSnat{}.v6);
 
-  std::optional<AmbientFit> best;
-  Score best_score;
   // Enumeration order encodes the preference on full ties: Istio's defaults first.
+  std::vector<Candidate> candidates;
   for (bool dns : {true, false}) {
     for (bool ingress : {false, true}) {
       for (bool ipv6 : {false, true}) {
         for (const std::string& v4 : snat_v4) {
           for (const std::string& v6 : snat_v6) {
-            AmbientVariant variant{dns, ingress, interfaces, ipv6};
-            istio::ProbeSnat snat{v4, v6};
-            istio::ExpectedRuleset expected = istio::BuildInpodRuleset(ruleset, variant, snat);
-            const Score score = ScoreFit(expected, observed, netns.netfilter, backend);
-            if (!best || Better(score, best_score)) {
-              best = AmbientFit{backend,         std::move(variant),
-                                std::move(snat), std::move(expected),
-                                score.missing,   score.unexpected};
-              best_score = score;
-            }
+            Candidate& candidate = candidates.emplace_back(
+                Candidate{AmbientVariant{dns, ingress, interfaces, ipv6}, {v4, v6}, nullptr});
+            candidate.expected = ExpectedFor(ruleset, candidate.variant, candidate.snat);
             if (!ipv6) break;  // the v6 address is irrelevant without IPv6 rules
           }
         }
       }
     }
   }
-  return *std::move(best);
+  // After the candidates exist, every expected chain identity has its id.
+  for (ObservedChain& chain : observed) {
+    chain.chain_id = ChainId(chain.family, chain.table->name, chain.chain->name, /*add=*/false);
+    chain.keys.reserve(chain.chain->rules.size());
+    for (const Rule& rule : chain.chain->rules) {
+      chain.keys.push_back(KeyOf(rule.sem, sorted_copies));
+    }
+  }
+
+  const Candidate* best = nullptr;
+  Score best_score;
+  for (const Candidate& candidate : candidates) {
+    const Score score = ScoreFit(*candidate.expected, observed);
+    if (best == nullptr || Better(score, best_score)) {
+      best = &candidate;
+      best_score = score;
+    }
+  }
+  AmbientFit fit;
+  fit.backend = backend;
+  fit.variant = best->variant;
+  fit.snat = best->snat;
+  fit.missing = best_score.missing;
+  fit.unexpected = best_score.unexpected;
+  // Aliasing: the fit points at the rule set and keeps the whole cache entry alive.
+  fit.expected =
+      std::shared_ptr<const istio::ExpectedRuleset>(best->expected, &best->expected->ruleset);
+  return fit;
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <string_view>
 #include <vector>
 
@@ -15,7 +16,8 @@ struct AmbientFit {
   Backend backend = Backend::kNft;
   AmbientVariant variant;
   istio::ProbeSnat snat;
-  istio::ExpectedRuleset expected;
+  // Shared, never null: each variant's expected set is built once per process and reused.
+  std::shared_ptr<const istio::ExpectedRuleset> expected;
   size_t missing = 0;     // expected rules (incl. jumps) absent
   size_t unexpected = 0;  // Istio-chain rules the variant does not produce
 };

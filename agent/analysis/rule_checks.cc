@@ -97,7 +97,7 @@ void CheckDuplicates(const NetnsSnapshot& netns, const NetnsClassification& clas
 
 size_t CountIstioRules(const NetnsSnapshot& netns, const AmbientFit& fit) {
   size_t count = 0;
-  for (const istio::ExpectedChain& chain : fit.expected.chains) {
+  for (const istio::ExpectedChain& chain : fit.expected->chains) {
     if (const Chain* seen = FindObservedChain(netns.netfilter, fit.backend, chain.family,
                                               chain.table, chain.chain)) {
       count += chain.owned ? seen->rules.size()
@@ -148,7 +148,7 @@ bool RoutesKnown(const NetnsSnapshot& netns) { return netns.reads.routes == Read
 // Order is compared after dropping repeated rules, so a duplicate alone is only DUPLICATE_RULE.
 void CollectRulesetGaps(const NetnsSnapshot& netns, const AmbientFit& fit,
                         std::vector<std::string>& evidence) {
-  for (const istio::ExpectedChain& chain : fit.expected.chains) {
+  for (const istio::ExpectedChain& chain : fit.expected->chains) {
     const std::string prefix = ChainPrefix(fit.backend, chain.family, chain.table, chain.chain);
     const Chain* seen =
         FindObservedChain(netns.netfilter, fit.backend, chain.family, chain.table, chain.chain);

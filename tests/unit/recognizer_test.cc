@@ -1,5 +1,11 @@
 // Classify and the expected rule sets on hand-built netns snapshots.
+#include "analysis/recognizer.h"
+
 #include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
 
 #include "analysis/analysis.h"
 #include "analysis/istio_ruleset.h"
@@ -103,6 +109,69 @@ TEST(Recognizer, VariantsAreRecognised) {
       EXPECT_EQ(c.netns_path, "/run/netns/p");
     }
   }
+}
+
+// The recognizer reuses one expected rule set per variant; it must equal a fresh build.
+TEST(Recognizer, FitsOfOneVariantShareAnExpectedRulesetEqualToAFreshBuild) {
+  const NetnsSnapshot a = test::HealthyPod("/run/netns/a", 5, Backend::kNft, kDefault, "10.0.0.5");
+  const NetnsSnapshot b = test::HealthyPod("/run/netns/b", 6, Backend::kNft, kDefault, "10.0.0.6");
+  const analysis::NetnsIstioState first = analysis::Recognize(a, AnalysisOptions{});
+  const analysis::NetnsIstioState second = analysis::Recognize(b, AnalysisOptions{});
+  ASSERT_EQ(first.ambient.size(), 1u);
+  ASSERT_EQ(second.ambient.size(), 1u);
+  ASSERT_NE(first.ambient[0].expected, nullptr);
+  EXPECT_EQ(first.ambient[0].expected.get(), second.ambient[0].expected.get());
+  EXPECT_EQ(first.ambient[0].missing + first.ambient[0].unexpected, 0u);
+
+  const istio::ExpectedRuleset fresh =
+      istio::BuildInpodRuleset(istio::RulesetBackend::kNft, kDefault, test::DefaultSnat());
+  const istio::ExpectedRuleset& shared = *first.ambient[0].expected;
+  ASSERT_EQ(shared.chains.size(), fresh.chains.size());
+  for (size_t c = 0; c < fresh.chains.size(); ++c) {
+    EXPECT_EQ(shared.chains[c].chain, fresh.chains[c].chain);
+    ASSERT_EQ(shared.chains[c].rules.size(), fresh.chains[c].rules.size());
+    for (size_t r = 0; r < fresh.chains[c].rules.size(); ++r) {
+      EXPECT_EQ(shared.chains[c].rules[r].id, fresh.chains[c].rules[r].id);
+      EXPECT_EQ(shared.chains[c].rules[r].rule.sem, fresh.chains[c].rules[r].rule.sem);
+    }
+  }
+}
+
+// Readers canonicalize, but the recognizer must not depend on it: reversed matches still fit.
+TEST(Recognizer, RulesWithMatchesOutOfCanonicalOrderStillFit) {
+  NetnsSnapshot pod =
+      test::HealthyPod("/run/netns/p", 5, Backend::kIptablesNft, kDefault, "10.0.0.5");
+  for (Table& table : pod.netfilter.tables) {
+    for (Chain& chain : table.chains) {
+      for (Rule& rule : chain.rules) {
+        std::reverse(rule.sem.matches.begin(), rule.sem.matches.end());
+      }
+    }
+  }
+  const analysis::NetnsIstioState state = analysis::Recognize(pod, AnalysisOptions{});
+  ASSERT_EQ(state.ambient.size(), 1u);
+  EXPECT_EQ(state.ambient[0].missing, 0u);
+  EXPECT_EQ(state.ambient[0].unexpected, 0u);
+  EXPECT_EQ(state.ambient[0].variant, kDefault);
+}
+
+// Interface names make the variant space open-ended; past the cache's bound every fit is still
+// exact (in-use rule sets stay alive when the cache is cleared).
+TEST(Recognizer, ManyInterfaceVariantsFitExactlyPastTheCacheBound) {
+  std::vector<analysis::NetnsIstioState> states;
+  for (int i = 0; i < 1100; ++i) {
+    const AmbientVariant variant{true, false, {"vif" + std::to_string(i)}, false};
+    states.push_back(
+        analysis::Recognize(test::HealthyPod("/run/netns/p", 5, Backend::kNft, variant, "10.0.0.5"),
+                            AnalysisOptions{}));
+    ASSERT_EQ(states.back().ambient.size(), 1u);
+    EXPECT_EQ(states.back().ambient[0].variant, variant);
+    EXPECT_EQ(states.back().ambient[0].missing + states.back().ambient[0].unexpected, 0u);
+  }
+  const istio::ExpectedChain* first = states.front().ambient[0].expected->Find(
+      Family::kInet, "istio-ambient-nat", "istio-prerouting");
+  ASSERT_NE(first, nullptr);
+  EXPECT_EQ(first->rules.front().id, "N3:vif0");
 }
 
 TEST(Recognizer, EmptyNetnsIsNone) {

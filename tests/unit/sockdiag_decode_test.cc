@@ -228,7 +228,7 @@ TEST(UnixDiagDecode, IgnoresUnknownAttributes) {
 }
 
 Bytes InetMessage(int family, const char* address, uint16_t port, uint32_t inode,
-                  std::optional<uint32_t> mark) {
+                  std::optional<uint32_t> mark, uint16_t type = SOCK_DIAG_BY_FAMILY) {
   Bytes payload;
   inet_diag_msg message{};
   message.idiag_family = static_cast<uint8_t>(family);
@@ -238,7 +238,7 @@ Bytes InetMessage(int family, const char* address, uint16_t port, uint32_t inode
   message.idiag_inode = inode;
   Append(&payload, message);
   if (mark) Attribute(&payload, INET_DIAG_MARK, &*mark, sizeof(*mark));
-  return Message(SOCK_DIAG_BY_FAMILY, payload);
+  return Message(type, payload);
 }
 
 TEST(InetDiagDecode, DecodesAddressesPortsAndMarks) {
@@ -285,6 +285,31 @@ TEST(InetDiagDecode, RequestFiltersStatesInTheKernel) {
   std::memcpy(&udp, ListenerDumpRequest(AF_INET, IPPROTO_UDP).data(), sizeof(udp));
   EXPECT_EQ(udp.sdiag_protocol, IPPROTO_UDP);
   EXPECT_EQ(udp.idiag_states, 1u << TCP_CLOSE);
+}
+
+TEST(InetDiagDecode, OneWalkTcpDumpHoldsBothFamiliesUnderItsRequestType) {
+  const Bytes dump =
+      Concat({InetMessage(AF_INET, "0.0.0.0", 15001, 11, 0x539, TCPDIAG_GETSOCK),
+              InetMessage(AF_INET6, "::", 15008, 12, 0x539, TCPDIAG_GETSOCK), Done()});
+  auto listeners = DecodeInetDiagMessages(dump, IPPROTO_TCP, TCPDIAG_GETSOCK);
+  ASSERT_TRUE(listeners.ok()) << listeners.error().message;
+  ASSERT_EQ(listeners->size(), 2u);
+  EXPECT_EQ((*listeners)[0].family, Family::kIpv4);
+  EXPECT_EQ((*listeners)[1].family, Family::kIpv6);
+  EXPECT_EQ((*listeners)[1].port, 15008);
+  // Each reply type is accepted only where it was asked for.
+  EXPECT_FALSE(DecodeInetDiagMessages(dump, IPPROTO_TCP).ok());
+  const Bytes by_family = Concat({InetMessage(AF_INET, "0.0.0.0", 15001, 11, 0x539), Done()});
+  EXPECT_FALSE(DecodeInetDiagMessages(by_family, IPPROTO_TCP, TCPDIAG_GETSOCK).ok());
+}
+
+TEST(InetDiagDecode, OneWalkTcpRequestAsksForListenersOfAnyFamily) {
+  inet_diag_req request{};
+  const Bytes bytes = TcpListenerDumpRequest();
+  ASSERT_EQ(bytes.size(), sizeof(request));
+  std::memcpy(&request, bytes.data(), sizeof(request));
+  EXPECT_EQ(request.idiag_family, AF_UNSPEC);
+  EXPECT_EQ(request.idiag_states, 1u << TCP_LISTEN);
 }
 
 }  // namespace

@@ -10,14 +10,16 @@
 #include <libmnl/libmnl.h>
 #include <linux/fib_rules.h>
 #include <linux/if_addr.h>
+#include <linux/if_link.h>
+#include <linux/ipv6.h>
 #include <linux/rtnetlink.h>
 #include <net/if.h>
-#include <netlink/route/route.h>
 #include <sys/ioctl.h>
 
 #include <algorithm>
 #include <array>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <optional>
@@ -36,6 +38,11 @@ constexpr SourceKind kSource = SourceKind::kRoute;
 constexpr int kMaxAttempts = 3;  // re-reads when a dump was interrupted by a change
 
 using nl::MnlSocket;
+
+// Routes and addresses are dumped per family: an AF_UNSPEC dump runs the kernel's all-family
+// dumper under the global RTNL mutex, which serialises the scan workers (and every other RTNL
+// user on the node); the per-family IPv4/IPv6 dumpers run under RCU. Same order as AF_UNSPEC.
+constexpr std::array<int, 2> kDumpFamilies = {AF_INET, AF_INET6};
 
 Family FamilyOf(int af) { return af == AF_INET6 ? Family::kIpv6 : Family::kIpv4; }
 
@@ -85,14 +92,21 @@ std::string RuleActionName(uint8_t action) {
   }
 }
 
+// The names `ip route` and libnl print for rtm_type; "0x<hex>" for types the kernel adds later.
 std::string RouteTypeName(uint8_t type) {
-  char buffer[32] = {};
-  return nl_rtntype2str(type, buffer, sizeof(buffer));
+  static constexpr std::array<const char*, RTN_XRESOLVE + 1> kNames = {
+      "unspec",    "unicast",     "local",    "broadcast", "anycast", "multicast",
+      "blackhole", "unreachable", "prohibit", "throw",     "nat",     "xresolve"};
+  if (type < kNames.size()) return kNames[type];
+  char buffer[8] = {};
+  std::snprintf(buffer, sizeof(buffer), "0x%x", type);
+  return buffer;
 }
 
-// /proc/sys/net resolves against the netns of the thread that opens the file, so this reads the
-// namespace NetnsGuard entered (checked by the route_reader integration test).
-bool Ipv6DisabledOnLoopback() {
+// Fallback only: a /proc/sys lookup walks one dentry hash chain shared by every netns, so its
+// cost grows with the node's netns count. /proc/sys/net resolves against the netns of the
+// thread that opens the file, i.e. the one NetnsGuard entered.
+bool Ipv6DisabledOnLoopbackSysctl() {
   UniqueFd fd(::open("/proc/sys/net/ipv6/conf/lo/disable_ipv6", O_RDONLY | O_CLOEXEC));
   if (!fd.valid()) {
     return true;  // no IPv6 at all
@@ -115,6 +129,18 @@ std::array<const nlattr*, N> ParseAttrs(const nlmsghdr* message, size_t header_s
     attr = mnl_attr_next(attr);
   }
   return table;
+}
+
+// The attribute of `type` directly inside `nest`, or nullptr.
+const nlattr* NestedAttr(const nlattr* nest, uint16_t type) {
+  const auto* attr = static_cast<const nlattr*>(mnl_attr_get_payload(nest));
+  int remaining = static_cast<int>(mnl_attr_get_payload_len(nest));
+  while (mnl_attr_ok(attr, remaining)) {
+    if (mnl_attr_get_type(attr) == type) return attr;
+    remaining -= static_cast<int>(MNL_ALIGN(attr->nla_len));
+    attr = mnl_attr_next(attr);
+  }
+  return nullptr;
 }
 
 std::optional<uint32_t> U32Attr(const nlattr* attr) {
@@ -195,6 +221,12 @@ class RtnlReader {
       if (auto error = ReadRoutes(kernel_filter, tables, state)) return *error;
     }
     if (auto error = ReadAddresses(state)) return *error;
+    // Disabling IPv6 on a device removes its IPv6 addresses and refuses new ones, so an IPv6
+    // address on lo already answers; only without one is the devconf asked.
+    const bool lo_has_ipv6 = std::any_of(
+        state.addresses.begin(), state.addresses.end(),
+        [](const InterfaceAddress& a) { return a.family == Family::kIpv6 && a.ifname == "lo"; });
+    state.ipv6_disabled = !lo_has_ipv6 && Ipv6DisabledOnLoopback();
     return state;
   }
 
@@ -232,9 +264,17 @@ class RtnlReader {
   // below stays for kernels that ignore the filter.
   std::optional<SourceError> ReadRoutes(std::optional<uint32_t> kernel_filter,
                                         const std::vector<uint32_t>& tables, RoutingState& state) {
-    auto fill = [kernel_filter](nlmsghdr* request) {
+    for (int family : kDumpFamilies) {
+      if (auto error = ReadRoutes(family, kernel_filter, tables, state)) return error;
+    }
+    return std::nullopt;
+  }
+
+  std::optional<SourceError> ReadRoutes(int family, std::optional<uint32_t> kernel_filter,
+                                        const std::vector<uint32_t>& tables, RoutingState& state) {
+    auto fill = [family, kernel_filter](nlmsghdr* request) {
       auto* header = static_cast<rtmsg*>(mnl_nlmsg_put_extra_header(request, sizeof(rtmsg)));
-      header->rtm_family = AF_UNSPEC;
+      header->rtm_family = static_cast<uint8_t>(family);
       if (kernel_filter) {
         header->rtm_table = *kernel_filter < 256 ? static_cast<uint8_t>(*kernel_filter) : 0;
         mnl_attr_put_u32(request, RTA_TABLE, *kernel_filter);
@@ -247,8 +287,8 @@ class RtnlReader {
       }
       const auto* header = static_cast<const rtmsg*>(mnl_nlmsg_get_payload(message));
       const int af = header->rtm_family;
-      if (af != AF_INET && af != AF_INET6) {
-        return;
+      if (af != family) {
+        return;  // a kernel without this family answers with the all-family dump
       }
       const auto attrs = ParseAttrs<RTA_TABLE + 1>(message, sizeof(rtmsg));
       const uint32_t route_table = U32Attr(attrs[RTA_TABLE]).value_or(header->rtm_table);
@@ -276,10 +316,17 @@ class RtnlReader {
   }
 
   std::optional<SourceError> ReadAddresses(RoutingState& state) {
-    auto fill = [](nlmsghdr* request) {
+    for (int family : kDumpFamilies) {
+      if (auto error = ReadAddresses(family, state)) return error;
+    }
+    return std::nullopt;
+  }
+
+  std::optional<SourceError> ReadAddresses(int family, RoutingState& state) {
+    auto fill = [family](nlmsghdr* request) {
       auto* header =
           static_cast<ifaddrmsg*>(mnl_nlmsg_put_extra_header(request, sizeof(ifaddrmsg)));
-      header->ifa_family = AF_UNSPEC;
+      header->ifa_family = static_cast<uint8_t>(family);
     };
     return Dump(RTM_GETADDR, "RTM_GETADDR dump", fill, [&](const nlmsghdr* message) {
       if (message->nlmsg_type != RTM_NEWADDR ||
@@ -288,7 +335,7 @@ class RtnlReader {
       }
       const auto* header = static_cast<const ifaddrmsg*>(mnl_nlmsg_get_payload(message));
       const int af = header->ifa_family;
-      if (af != AF_INET && af != AF_INET6) {
+      if (af != family) {
         return;
       }
       const auto attrs = ParseAttrs<IFA_LOCAL + 1>(message, sizeof(ifaddrmsg));
@@ -301,6 +348,47 @@ class RtnlReader {
       out.global_scope = header->ifa_scope == RT_SCOPE_UNIVERSE;
       state.addresses.push_back(std::move(out));
     });
+  }
+
+  // disable_ipv6 of lo from its IPv6 devconf (RTM_GETLINK for lo alone, stats skipped): the same
+  // value as /proc/sys/net/ipv6/conf/lo/disable_ipv6 at a cost independent of the netns count.
+  bool Ipv6DisabledOnLoopback() {
+    std::array<char, 256> request_buffer{};
+    nlmsghdr* request = mnl_nlmsg_put_header(request_buffer.data());
+    request->nlmsg_type = RTM_GETLINK;
+    request->nlmsg_flags = NLM_F_REQUEST | NLM_F_ACK;
+    auto* header = static_cast<ifinfomsg*>(mnl_nlmsg_put_extra_header(request, sizeof(ifinfomsg)));
+    header->ifi_family = AF_UNSPEC;
+    mnl_attr_put_strz(request, IFLA_IFNAME, "lo");
+    mnl_attr_put_u32(request, IFLA_EXT_MASK, RTEXT_FILTER_SKIP_STATS);
+    std::optional<bool> disabled;
+    auto error = nl::RunRequest(socket_.get(), request, kSource, "RTM_GETLINK lo",
+                                [&disabled](const nlmsghdr* message) {
+                                  if (message->nlmsg_type == RTM_NEWLINK &&
+                                      mnl_nlmsg_get_payload_len(message) >= sizeof(ifinfomsg)) {
+                                    disabled = LinkIpv6Disabled(message);
+                                  }
+                                  return nl::Next::kContinue;
+                                });
+    if (error || !disabled) return Ipv6DisabledOnLoopbackSysctl();
+    return *disabled;
+  }
+
+  // True when the link has no IPv6 device state (no IPv6 at all) or its devconf says disabled.
+  static bool LinkIpv6Disabled(const nlmsghdr* message) {
+    const auto attrs = ParseAttrs<IFLA_AF_SPEC + 1>(message, sizeof(ifinfomsg));
+    if (attrs[IFLA_AF_SPEC] == nullptr) return true;
+    const nlattr* inet6 = NestedAttr(attrs[IFLA_AF_SPEC], AF_INET6);
+    if (inet6 == nullptr) return true;
+    const nlattr* conf = NestedAttr(inet6, IFLA_INET6_CONF);
+    constexpr size_t kOffset = DEVCONF_DISABLE_IPV6 * sizeof(int32_t);
+    if (conf == nullptr || mnl_attr_get_payload_len(conf) < kOffset + sizeof(int32_t)) {
+      return true;
+    }
+    int32_t value = 0;
+    std::memcpy(&value, static_cast<const char*>(mnl_attr_get_payload(conf)) + kOffset,
+                sizeof(value));
+    return value != 0;
   }
 
   MnlSocket socket_;
@@ -344,7 +432,6 @@ Result<RoutingState> ReadRouting(const std::vector<uint32_t>& tables) {
       }
       return state.error();
     }
-    state->ipv6_disabled = Ipv6DisabledOnLoopback();
     return state;
   }
   return *last_error;

@@ -67,12 +67,15 @@ std::optional<std::string> DecodeOne(std::span<const uint8_t> payload, uint8_t p
 }  // namespace
 
 Result<std::vector<ListeningSocket>> DecodeInetDiagMessages(std::span<const uint8_t> bytes,
-                                                            uint8_t protocol) {
+                                                            uint8_t protocol,
+                                                            uint16_t message_type) {
   std::vector<ListeningSocket> listeners;
-  if (std::optional<SourceError> error =
-          WalkSockDiagDump(bytes, [&](std::span<const uint8_t> payload) {
+  if (std::optional<SourceError> error = WalkSockDiagDump(
+          bytes,
+          [&](std::span<const uint8_t> payload) {
             return DecodeOne(payload, protocol, &listeners);
-          })) {
+          },
+          message_type)) {
     error->message = "inet " + error->message;
     return *error;
   }
@@ -90,6 +93,13 @@ std::vector<uint8_t> ListenerDumpRequest(int family, uint8_t protocol) {
   return std::vector<uint8_t>(bytes, bytes + sizeof(request));
 }
 
+std::vector<uint8_t> TcpListenerDumpRequest() {
+  inet_diag_req request{};
+  request.idiag_states = 1u << TCP_LISTEN;
+  const auto* bytes = reinterpret_cast<const uint8_t*>(&request);
+  return std::vector<uint8_t>(bytes, bytes + sizeof(request));
+}
+
 Result<std::vector<uint8_t>> DumpInetDiagRaw(int family, uint8_t protocol) {
   auto socket = OpenSockDiagSocket();
   if (!socket.ok()) return socket.error();
@@ -103,27 +113,43 @@ ListenerDump ReadListeningSockets(bool include_udp) {
     dump.errors.push_back(socket.error());
     return dump;
   }
-  for (uint8_t protocol : {uint8_t{IPPROTO_TCP}, uint8_t{IPPROTO_UDP}}) {
-    if (protocol == IPPROTO_UDP && !include_udp) continue;
+  // With `record_failure` false, a failed dump records nothing and returns false.
+  auto collect = [&](const std::string& what, std::span<const uint8_t> request, uint8_t protocol,
+                     uint16_t message_type, bool record_failure = true) {
+    auto raw = DumpSockDiag(*socket, request, what, kMaxSockDiagDumpBytes, message_type);
+    if (!raw.ok()) {
+      if (!record_failure) return false;
+      dump.errors.push_back(raw.error());
+      return true;
+    }
+    auto decoded = DecodeInetDiagMessages(*raw, protocol, message_type);
+    if (!decoded.ok()) {
+      if (!record_failure) return false;
+      SourceError error = decoded.error();
+      error.message = what + ": " + error.message;
+      dump.errors.push_back(std::move(error));
+      return true;
+    }
+    for (ListeningSocket& listener : *decoded) {
+      if (listener.port != 0) {  // an unbound UDP socket has no port to listen on
+        dump.listeners.push_back(std::move(listener));
+      }
+    }
+    return true;
+  };
+  // When the one-walk request fails (a kernel without it answers NLMSG_ERROR), one
+  // SOCK_DIAG_BY_FAMILY dump per family instead; their failures are the ones reported.
+  if (!collect("tcp", TcpListenerDumpRequest(), IPPROTO_TCP, TCPDIAG_GETSOCK,
+               /*record_failure=*/false)) {
     for (int family : {AF_INET, AF_INET6}) {
-      const std::string what = DumpName(family, protocol);
-      auto raw = DumpSockDiag(*socket, ListenerDumpRequest(family, protocol), what);
-      if (!raw.ok()) {
-        dump.errors.push_back(raw.error());
-        continue;
-      }
-      auto decoded = DecodeInetDiagMessages(*raw, protocol);
-      if (!decoded.ok()) {
-        SourceError error = decoded.error();
-        error.message = what + ": " + error.message;
-        dump.errors.push_back(std::move(error));
-        continue;
-      }
-      for (ListeningSocket& listener : *decoded) {
-        if (listener.port != 0) {  // an unbound UDP socket has no port to listen on
-          dump.listeners.push_back(std::move(listener));
-        }
-      }
+      collect(DumpName(family, IPPROTO_TCP), ListenerDumpRequest(family, IPPROTO_TCP), IPPROTO_TCP,
+              SOCK_DIAG_BY_FAMILY);
+    }
+  }
+  if (include_udp) {
+    for (int family : {AF_INET, AF_INET6}) {
+      collect(DumpName(family, IPPROTO_UDP), ListenerDumpRequest(family, IPPROTO_UDP), IPPROTO_UDP,
+              SOCK_DIAG_BY_FAMILY);
     }
   }
   std::stable_sort(dump.listeners.begin(), dump.listeners.end(),

@@ -2,6 +2,8 @@
 // sockets for IPv4 and IPv6, with bind address, port, inode and SO_MARK.
 #pragma once
 
+#include <linux/sock_diag.h>
+
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -14,12 +16,18 @@ namespace ad {
 // Decodes one inet_diag dump reply (datagrams concatenated, through NLMSG_DONE) of `protocol`
 // (IPPROTO_TCP or IPPROTO_UDP). Pure; validates every length. Keeps every socket it is given: the
 // request chooses the states. owner_pids stay empty.
-Result<std::vector<ListeningSocket>> DecodeInetDiagMessages(std::span<const uint8_t> bytes,
-                                                            uint8_t protocol);
+// `message_type`: SOCK_DIAG_BY_FAMILY, or TCPDIAG_GETSOCK for TcpListenerDumpRequest's reply.
+Result<std::vector<ListeningSocket>> DecodeInetDiagMessages(
+    std::span<const uint8_t> bytes, uint8_t protocol, uint16_t message_type = SOCK_DIAG_BY_FAMILY);
 
 // The request for one family (AF_INET / AF_INET6) and protocol: TCP in LISTEN, UDP in CLOSE (a
 // bound UDP socket that is not connected).
 std::vector<uint8_t> ListenerDumpRequest(int family, uint8_t protocol);
+
+// TCP listeners of both families in one walk of the kernel's (node-wide) listening hash: the
+// inet_diag_req of TCPDIAG_GETSOCK, whose dump the kernel runs for AF_UNSPEC. A per-family
+// SOCK_DIAG_BY_FAMILY request walks the same hash once per family.
+std::vector<uint8_t> TcpListenerDumpRequest();
 
 // The raw reply of one such dump in the calling thread's netns (for tests and fuzz seeds).
 Result<std::vector<uint8_t>> DumpInetDiagRaw(int family, uint8_t protocol);
@@ -29,10 +37,11 @@ struct ListenerDump {
   std::vector<SourceError> errors;         // one per failed family/protocol dump
 };
 
-// One dump per family and protocol in the calling thread's netns (the thread must already be in
-// the target netns). Never fails as a whole.
-// `include_udp`: each UDP dump walks the whole (global) UDP hash table, ~25 µs per family, and
-// adds only ztunnel's DNS port, which it also opens on TCP; the node scan leaves it out.
+// TCP: one dump for both families (per family if the kernel refuses it); UDP: one per family.
+// In the calling thread's netns (the thread must already be in the target netns). Never fails as
+// a whole. `include_udp`: each UDP dump walks the whole (global) UDP hash table, ~25 µs per
+// family, and adds only ztunnel's DNS port, which it also opens on TCP; the node scan leaves it
+// out.
 ListenerDump ReadListeningSockets(bool include_udp = true);
 
 }  // namespace ad

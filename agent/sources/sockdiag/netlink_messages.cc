@@ -34,7 +34,8 @@ SourceError DecodeError(const std::string& what, const std::string& detail) {
 
 std::optional<SourceError> WalkSockDiagDump(
     std::span<const uint8_t> bytes,
-    const std::function<std::optional<std::string>(std::span<const uint8_t>)>& on_payload) {
+    const std::function<std::optional<std::string>(std::span<const uint8_t>)>& on_payload,
+    uint16_t payload_type) {
   const std::string what = "sock_diag dump";
   size_t offset = 0;
   while (offset < bytes.size()) {
@@ -66,14 +67,16 @@ std::optional<SourceError> WalkSockDiagDump(
       }
       case NLMSG_NOOP:
         break;
-      case SOCK_DIAG_BY_FAMILY:
+      default:
+        if (header->type != payload_type) {
+          return DecodeError(what,
+                             "unexpected netlink message type " + std::to_string(header->type));
+        }
         if (std::optional<std::string> problem = on_payload(payload)) {
           return DecodeError(what,
                              *problem + " (message at offset " + std::to_string(offset) + ")");
         }
         break;
-      default:
-        return DecodeError(what, "unexpected netlink message type " + std::to_string(header->type));
     }
     // The last message of a datagram may be unpadded; never step past the end.
     offset += std::min(Align4(header->length), rest.size());

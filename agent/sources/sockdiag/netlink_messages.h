@@ -2,6 +2,8 @@
 // the buffer, every read is a memcpy, so any byte string is safe to feed in (fuzzed).
 #pragma once
 
+#include <linux/sock_diag.h>
+
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -15,12 +17,14 @@ namespace ad {
 // Source name of every sock_diag error.
 inline constexpr SourceKind kSockDiagSource = SourceKind::kSockDiag;
 
-// Calls `on_payload` with the payload of each SOCK_DIAG_BY_FAMILY message, in order, until
-// NLMSG_DONE. A returned string aborts the walk as a decode error. Fails on NLMSG_ERROR (with its
-// errno), on any length that does not fit, and when NLMSG_DONE is missing (truncated dump).
+// Calls `on_payload` with the payload of each `payload_type` message (SOCK_DIAG_BY_FAMILY, or
+// TCPDIAG_GETSOCK for the one-walk TCP listener dump, which echoes its request type), in order,
+// until NLMSG_DONE. A returned string aborts the walk as a decode error. Fails on NLMSG_ERROR (with
+// its errno), on any length that does not fit, and when NLMSG_DONE is missing (truncated dump).
 std::optional<SourceError> WalkSockDiagDump(
     std::span<const uint8_t> bytes,
-    const std::function<std::optional<std::string>(std::span<const uint8_t>)>& on_payload);
+    const std::function<std::optional<std::string>(std::span<const uint8_t>)>& on_payload,
+    uint16_t payload_type = SOCK_DIAG_BY_FAMILY);
 
 // Calls `on_attribute(type, value)` for each rtattr in `bytes`. Returns a message for an
 // attribute whose length does not fit.

@@ -39,12 +39,13 @@ Result<UniqueFd> OpenSockDiagSocket() {
 }
 
 Result<std::vector<uint8_t>> DumpSockDiag(const UniqueFd& socket, std::span<const uint8_t> request,
-                                          const std::string& what, size_t max_bytes) {
+                                          const std::string& what, size_t max_bytes,
+                                          uint16_t message_type) {
   const std::string context = "sock_diag " + what + " dump";
   std::vector<uint8_t> message(NLMSG_LENGTH(request.size()));
   nlmsghdr header{};
   header.nlmsg_len = static_cast<uint32_t>(message.size());
-  header.nlmsg_type = SOCK_DIAG_BY_FAMILY;
+  header.nlmsg_type = message_type;
   header.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
   header.nlmsg_seq = NextSequence();
   std::memcpy(message.data(), &header, sizeof(header));
@@ -62,7 +63,9 @@ Result<std::vector<uint8_t>> DumpSockDiag(const UniqueFd& socket, std::span<cons
   }
 
   std::vector<uint8_t> reply;
-  std::vector<uint8_t> datagram(kReceiveBufferBytes);
+  // One receive buffer per thread: a fresh zeroed 64 KiB per dump (page faults included) cost
+  // about as much as the kernel's walk of the listening hash. Nothing here re-enters.
+  thread_local std::vector<uint8_t> datagram(kReceiveBufferBytes);
   for (;;) {
     ssize_t received = 0;
     do {

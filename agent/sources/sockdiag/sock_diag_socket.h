@@ -3,6 +3,8 @@
 // it on a thread that is already inside the target netns.
 #pragma once
 
+#include <linux/sock_diag.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -20,11 +22,13 @@ inline constexpr size_t kMaxSockDiagDumpBytes = size_t{256} << 20;
 // Opens NETLINK_SOCK_DIAG in the calling thread's netns (with a receive timeout).
 Result<UniqueFd> OpenSockDiagSocket();
 
-// Sends SOCK_DIAG_BY_FAMILY|NLM_F_DUMP with `request` (a unix_diag_req / inet_diag_req_v2) and
+// Sends `message_type`|NLM_F_DUMP with `request` (a unix_diag_req / inet_diag_req_v2 for
+// SOCK_DIAG_BY_FAMILY, an inet_diag_req for TCPDIAG_GETSOCK) and
 // returns all reply datagrams concatenated, up to NLMSG_DONE/NLMSG_ERROR. Decoding is left to the
 // pure decoders. `what` names the dump in errors ("unix", "tcp/ipv4" ...).
 Result<std::vector<uint8_t>> DumpSockDiag(const UniqueFd& socket, std::span<const uint8_t> request,
                                           const std::string& what,
-                                          size_t max_bytes = kMaxSockDiagDumpBytes);
+                                          size_t max_bytes = kMaxSockDiagDumpBytes,
+                                          uint16_t message_type = SOCK_DIAG_BY_FAMILY);
 
 }  // namespace ad
