@@ -172,16 +172,16 @@ double ProcessCpuMilliseconds() {
 Result<ShellOutTools> FindShellOutTools() {
   ShellOutTools found;
   std::optional<std::string> ip = FindExecutable("ip");
-  if (!ip) return SourceError{"bench", "`ip` not found", ENOENT};
+  if (!ip) return SourceError{SourceKind::kLab, "`ip` not found", ENOENT};
   found.ip_path = *ip;
   for (const char* name : {"iptables-legacy-save", "iptables-nft-save", "ip6tables-legacy-save",
                            "ip6tables-nft-save"}) {
     std::optional<std::string> path = FindExecutable(name);
-    if (!path) return SourceError{"bench", std::string(name) + " not found", ENOENT};
+    if (!path) return SourceError{SourceKind::kLab, std::string(name) + " not found", ENOENT};
     found.tools.push_back({name, {*path}});
   }
   std::optional<std::string> nft = FindExecutable("nft");
-  if (!nft) return SourceError{"bench", "nft not found", ENOENT};
+  if (!nft) return SourceError{SourceKind::kLab, "nft not found", ENOENT};
   found.tools.push_back({"nft -j list ruleset", {*nft, "-j", "list", "ruleset"}});
   return found;
 }
