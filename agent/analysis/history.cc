@@ -56,4 +56,38 @@ std::vector<FindingChange> DiffFindings(const std::vector<Finding>& before,
   return changes;
 }
 
+std::vector<FindingRecord> FindingHistory::Apply(const std::vector<Finding>& open_now,
+                                                 int64_t now_unix_ms) {
+  std::vector<FindingRecord> records;
+  records.reserve(open_now.size());
+  std::map<std::string, FindingRecord, std::less<>> still_open;
+  for (const Finding& finding : open_now) {
+    std::string id = FindingIdentity(finding);
+    FindingRecord record;
+    if (auto it = still_open.find(id); it != still_open.end()) {
+      record = it->second;  // the same identity twice in one step: one record
+    } else if (auto known = open_.find(id); known != open_.end()) {
+      record = std::move(known->second);
+      open_.erase(known);
+    } else {
+      record.first_seen_unix_ms = now_unix_ms;
+    }
+    record.finding = finding;
+    record.last_seen_unix_ms = now_unix_ms;
+    records.push_back(record);
+    still_open.insert_or_assign(std::move(id), std::move(record));
+  }
+  for (auto& [id, record] : open_) {  // not seen in this step: resolved now
+    record.resolved_at_unix_ms = now_unix_ms;
+    resolved_.push_back(std::move(record));
+  }
+  if (resolved_.size() > capacity_) {
+    const size_t excess = resolved_.size() - capacity_;
+    resolved_.erase(resolved_.begin(), resolved_.begin() + static_cast<std::ptrdiff_t>(excess));
+    dropped_ += excess;
+  }
+  open_ = std::move(still_open);
+  return records;
+}
+
 }  // namespace ad

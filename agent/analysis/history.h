@@ -49,4 +49,34 @@ std::string FindingIdentity(const Finding& finding);
 std::vector<FindingChange> DiffFindings(const std::vector<Finding>& before,
                                         const std::vector<Finding>& after);
 
+// A finding's life across steps (the daemon's history): when it opened, when it was last seen,
+// when it resolved. Ages of non-ZDS findings come from here.
+struct FindingRecord {
+  Finding finding;  // the latest version (evidence updates while it is open)
+  int64_t first_seen_unix_ms = 0;
+  int64_t last_seen_unix_ms = 0;
+  int64_t resolved_at_unix_ms = 0;  // 0 while open
+};
+
+// Open findings by identity, plus a bounded ring of resolved ones (oldest dropped first, and
+// counted). Pure data: times come from the caller.
+class FindingHistory {
+ public:
+  explicit FindingHistory(size_t resolved_capacity = 1000) : capacity_(resolved_capacity) {}
+
+  // One step: `open_now` are the findings of this step, `now_unix_ms` its time. Returns the
+  // records of `open_now`, in its order.
+  std::vector<FindingRecord> Apply(const std::vector<Finding>& open_now, int64_t now_unix_ms);
+
+  size_t open_count() const { return open_.size(); }
+  const std::vector<FindingRecord>& resolved() const { return resolved_; }  // oldest first
+  uint64_t resolved_dropped() const { return dropped_; }
+
+ private:
+  size_t capacity_;
+  std::map<std::string, FindingRecord, std::less<>> open_;
+  std::vector<FindingRecord> resolved_;
+  uint64_t dropped_ = 0;
+};
+
 }  // namespace ad

@@ -66,11 +66,14 @@ int64_t Engine::SystemClockMs() {
       .count();
 }
 
-Engine::Engine(EngineConfig config, std::unique_ptr<NetnsInspector> inspector, Clock clock)
+Engine::Engine(EngineConfig config, std::unique_ptr<NetnsInspector> inspector, Clock clock,
+               size_t resolved_capacity)
     : config_(std::move(config)),
       scan_(ComposeScan(config_)),
       inspector_(std::move(inspector)),
-      clock_(std::move(clock)) {}
+      clock_(std::move(clock)),
+      finding_history_(resolved_capacity),
+      recently_resolved_(std::make_shared<const std::vector<FindingRecord>>()) {}
 
 Engine::Engine(EngineConfig config)
     : Engine(std::move(config), MakeKernelInspector(ReadLimits{}, {.ipsets_in_host_only = true})) {}
@@ -94,6 +97,7 @@ EngineStep Engine::Step() {
   degraded_ = std::move(degraded);
 
   step.usable = ScanUsable(step.snapshot);
+  step.recently_resolved = recently_resolved_;
   if (!step.usable) {
     scan_failing_ = true;
     return step;  // nothing judged: open findings and history stay as they were
@@ -102,6 +106,14 @@ EngineStep Engine::Step() {
   step.analysis = Analyze(step.snapshot, config_.analysis, &history_);
   step.changes = DiffFindings(open_findings_, step.analysis.findings);
   open_findings_ = step.analysis.findings;
+  const size_t resolved_before =
+      finding_history_.resolved().size() + finding_history_.resolved_dropped();
+  step.finding_records = finding_history_.Apply(step.analysis.findings, started_at);
+  if (finding_history_.resolved().size() + finding_history_.resolved_dropped() != resolved_before) {
+    recently_resolved_ =
+        std::make_shared<const std::vector<FindingRecord>>(finding_history_.resolved());
+  }
+  step.recently_resolved = recently_resolved_;
   return step;
 }
 

@@ -60,6 +60,10 @@ struct EngineStep {
   // Node-wide sources that started or stopped failing since the previous step.
   std::vector<SourceChange> source_changes;
   bool scan_recovered = false;  // usable again after unusable steps
+  // First/last seen of every finding of this step, in analysis.findings order (empty when
+  // !usable), and the engine's ring of recently resolved findings (shared, copied on change).
+  std::vector<FindingRecord> finding_records;
+  std::shared_ptr<const std::vector<FindingRecord>> recently_resolved;
 };
 
 class Engine {
@@ -68,7 +72,7 @@ class Engine {
   static int64_t SystemClockMs();
 
   Engine(EngineConfig config, std::unique_ptr<NetnsInspector> inspector,
-         Clock clock = SystemClockMs);
+         Clock clock = SystemClockMs, size_t resolved_capacity = 1000);
   // With the kernel inspector (node scans read ipsets in the host netns only).
   explicit Engine(EngineConfig config);
 
@@ -83,6 +87,8 @@ class Engine {
   std::unique_ptr<NetnsInspector> inspector_;
   Clock clock_;
   History history_;
+  FindingHistory finding_history_;
+  std::shared_ptr<const std::vector<FindingRecord>> recently_resolved_;
   std::vector<Finding> open_findings_;
   std::map<SourceKind, std::string> degraded_;
   bool scan_failing_ = false;

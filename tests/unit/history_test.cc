@@ -84,5 +84,33 @@ TEST(FindingDiff, IdentityIgnoresPodPathSummaryAndEvidence) {
   EXPECT_EQ(DiffFindings({before}, {other_netns}).size(), 2u);
 }
 
+TEST(FindingHistory, FirstSeenLastSeenAndResolvedRing) {
+  FindingHistory history(/*resolved_capacity=*/2);
+  const Finding a = MakeFinding("ZDS_STALL", 1);
+  const Finding b = MakeFinding("MULTIPLE_ZTUNNELS", 2);
+  auto records = history.Apply({a, b}, 1000);
+  ASSERT_EQ(records.size(), 2u);
+  EXPECT_EQ(records[0].first_seen_unix_ms, 1000);
+  Finding a_updated = a;
+  a_updated.evidence = {"more evidence"};
+  records = history.Apply({a_updated}, 6000);
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_EQ(records[0].first_seen_unix_ms, 1000) << "the same identity keeps its age";
+  EXPECT_EQ(records[0].last_seen_unix_ms, 6000);
+  EXPECT_EQ(records[0].finding.evidence, a_updated.evidence) << "the latest version is kept";
+  ASSERT_EQ(history.resolved().size(), 1u);
+  EXPECT_EQ(history.resolved()[0].finding.code, FindingCode::kMultipleZtunnels);
+  EXPECT_EQ(history.resolved()[0].resolved_at_unix_ms, 6000);
+  EXPECT_EQ(history.resolved()[0].last_seen_unix_ms, 1000);
+
+  (void)history.Apply({}, 7000);   // a resolves
+  (void)history.Apply({b}, 8000);  // b reopens: a fresh age
+  (void)history.Apply({}, 9000);   // b resolves again
+  EXPECT_EQ(history.open_count(), 0u);
+  ASSERT_EQ(history.resolved().size(), 2u) << "bounded";
+  EXPECT_EQ(history.resolved_dropped(), 1u) << "and the loss is counted";
+  EXPECT_EQ(history.resolved()[1].first_seen_unix_ms, 8000);
+}
+
 }  // namespace
 }  // namespace ad

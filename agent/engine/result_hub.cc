@@ -1,0 +1,69 @@
+#include "engine/result_hub.h"
+
+#include <utility>
+
+namespace ad {
+
+std::string_view StepTriggerName(StepTrigger trigger) {
+  switch (trigger) {
+    case StepTrigger::kStartup:
+      return "startup";
+    case StepTrigger::kEvent:
+      return "event";
+    case StepTrigger::kPoll:
+      return "poll";
+    case StepTrigger::kResync:
+      return "resync";
+  }
+  return "unknown";
+}
+
+std::shared_ptr<const PublishedResult> ResultHub::Publish(StepTrigger trigger, EngineStep step) {
+  auto result = std::make_shared<PublishedResult>();
+  result->trigger = trigger;
+  result->step = std::move(step);
+  {
+    std::lock_guard lock(mutex_);
+    result->sequence = next_sequence_++;
+    ring_.push_back(result);
+    while (ring_.size() > ring_size_) ring_.pop_front();
+  }
+  published_.notify_all();
+  return result;
+}
+
+std::shared_ptr<const PublishedResult> ResultHub::Latest() const {
+  std::lock_guard lock(mutex_);
+  return ring_.empty() ? nullptr : ring_.back();
+}
+
+ResultHub::Since ResultHub::CollectLocked(uint64_t after_sequence) const {
+  Since since;
+  since.stopped = stopped_;
+  if (!ring_.empty() && ring_.front()->sequence > after_sequence + 1 && after_sequence > 0) {
+    since.gap = true;
+  }
+  for (const auto& result : ring_) {
+    if (result->sequence > after_sequence) since.results.push_back(result);
+  }
+  return since;
+}
+
+ResultHub::Since ResultHub::WaitSince(uint64_t after_sequence,
+                                      std::chrono::milliseconds timeout) const {
+  std::unique_lock lock(mutex_);
+  published_.wait_for(lock, timeout, [&] {
+    return stopped_ || (!ring_.empty() && ring_.back()->sequence > after_sequence);
+  });
+  return CollectLocked(after_sequence);
+}
+
+void ResultHub::Stop() {
+  {
+    std::lock_guard lock(mutex_);
+    stopped_ = true;
+  }
+  published_.notify_all();
+}
+
+}  // namespace ad

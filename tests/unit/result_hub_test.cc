@@ -1,0 +1,62 @@
+// The hub every output reads: sequence numbers, the bounded ring, waiting, gaps and shutdown.
+#include "engine/result_hub.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <thread>
+
+namespace ad {
+namespace {
+
+using std::chrono::milliseconds;
+
+TEST(ResultHub, PublishesInSequenceAndKeepsTheLatest) {
+  ResultHub hub(3);
+  EXPECT_EQ(hub.Latest(), nullptr);
+  for (int i = 0; i < 5; ++i) hub.Publish(StepTrigger::kPoll, EngineStep{});
+  ASSERT_NE(hub.Latest(), nullptr);
+  EXPECT_EQ(hub.Latest()->sequence, 5u);
+  EXPECT_EQ(hub.Latest()->trigger, StepTrigger::kPoll);
+
+  ResultHub::Since since = hub.WaitSince(3, milliseconds(0));
+  ASSERT_EQ(since.results.size(), 2u);
+  EXPECT_EQ(since.results[0]->sequence, 4u);
+  EXPECT_FALSE(since.gap);
+  since = hub.WaitSince(1, milliseconds(0));
+  EXPECT_TRUE(since.gap) << "2 was dropped from the ring of 3";
+  EXPECT_EQ(since.results.size(), 3u);
+  EXPECT_TRUE(hub.WaitSince(5, milliseconds(0)).results.empty());
+}
+
+TEST(ResultHub, WaitersWakeOnPublishAndOnStop) {
+  ResultHub hub;
+  std::thread publisher([&hub] {
+    std::this_thread::sleep_for(milliseconds(50));
+    hub.Publish(StepTrigger::kEvent, EngineStep{});
+  });
+  ResultHub::Since since = hub.WaitSince(0, milliseconds(10'000));
+  publisher.join();
+  ASSERT_EQ(since.results.size(), 1u);
+  EXPECT_EQ(since.results[0]->trigger, StepTrigger::kEvent);
+
+  std::thread stopper([&hub] {
+    std::this_thread::sleep_for(milliseconds(50));
+    hub.Stop();
+  });
+  since = hub.WaitSince(1, milliseconds(10'000));
+  stopper.join();
+  EXPECT_TRUE(since.stopped);
+  EXPECT_TRUE(since.results.empty());
+  EXPECT_TRUE(hub.WaitSince(1, milliseconds(10'000)).stopped) << "returns at once when stopped";
+}
+
+TEST(ResultHub, TriggerNames) {
+  EXPECT_EQ(StepTriggerName(StepTrigger::kStartup), "startup");
+  EXPECT_EQ(StepTriggerName(StepTrigger::kEvent), "event");
+  EXPECT_EQ(StepTriggerName(StepTrigger::kPoll), "poll");
+  EXPECT_EQ(StepTriggerName(StepTrigger::kResync), "resync");
+}
+
+}  // namespace
+}  // namespace ad
