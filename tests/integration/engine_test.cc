@@ -6,56 +6,13 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include <atomic>
-#include <mutex>
 #include <utility>
 
 #include "netns_test_util.h"
+#include "scripted_inspector.h"
 
 namespace ad {
 namespace {
-
-// Returns the snapshot the test set for the next call, keeping the record discovery found.
-class ScriptedInspector : public NetnsInspector {
- public:
-  NetnsSnapshot Inspect(const NetnsRecord& record) override {
-    std::lock_guard lock(mutex_);
-    NetnsSnapshot snapshot = next_;
-    snapshot.netns = record;
-    ++calls_;
-    return snapshot;
-  }
-  void SetNext(NetnsSnapshot snapshot) {
-    std::lock_guard lock(mutex_);
-    next_ = std::move(snapshot);
-  }
-  int calls() const { return calls_; }
-
- private:
-  std::mutex mutex_;
-  NetnsSnapshot next_;
-  std::atomic<int> calls_{0};
-};
-
-NetnsSnapshot Readable() {
-  NetnsSnapshot snapshot;
-  snapshot.reads = NetnsReads::AllOk();
-  return snapshot;
-}
-
-NetnsSnapshot PartlyFailed(std::string message) {
-  NetnsSnapshot snapshot = Readable();
-  snapshot.reads.routes = ReadStatus::kFailed;
-  snapshot.errors.push_back({SourceKind::kRoute, std::move(message), 1});
-  return snapshot;
-}
-
-NetnsSnapshot Unreadable() {
-  NetnsSnapshot snapshot;
-  snapshot.unreadable = true;
-  snapshot.errors.push_back({SourceKind::kNetns, "setns: Operation not permitted", 1});
-  return snapshot;
-}
 
 class EngineTest : public ::testing::Test {
  protected:
