@@ -81,6 +81,43 @@ TEST_F(EngineTest, AnUnusableStepKeepsTheOpenFindings) {
   EXPECT_TRUE(back.changes.empty()) << "the same finding, still open";
 }
 
+// A partial step reads only the planned netns (and new ones); the rest come from the last step.
+TEST_F(EngineTest, PartialStepsReadOnlyWhatIsDirtyOrNew) {
+  testing::ScopedNetns second("engine");
+  ASSERT_TRUE(second.ok());
+  EngineConfig config = config_;
+  config.discovery.name_glob = "adt-engine-" + std::to_string(::getpid()) + "-*";
+  auto inspector = std::make_unique<ScriptedInspector>();
+  ScriptedInspector* script = inspector.get();
+  script->SetNext(Readable());
+  Engine engine(config, std::move(inspector));
+
+  EngineStep full = engine.Step();
+  ASSERT_EQ(full.snapshot.netns.size(), 2u);
+  EXPECT_EQ(script->calls(), 2);
+  const uint64_t second_inode = testing::InodeOf(second.path());
+
+  EngineStep idle = engine.Step(StepPlan{.full = false, .dirty_netns = {}, .node_sources = false});
+  EXPECT_EQ(script->calls(), 2) << "nothing dirty: nothing read";
+  EXPECT_EQ(idle.snapshot.netns.size(), 2u);
+  EXPECT_TRUE(idle.changes.empty());
+
+  script->SetNext(PartlyFailed("dump: EPERM"));
+  EngineStep dirty =
+      engine.Step(StepPlan{.full = false, .dirty_netns = {second_inode}, .node_sources = false});
+  EXPECT_EQ(script->calls(), 3) << "only the dirty netns is read";
+  ASSERT_EQ(dirty.changes.size(), 1u);
+  EXPECT_EQ(dirty.changes[0].finding.netns_inode, second_inode);
+
+  testing::ScopedNetns third("engine");
+  ASSERT_TRUE(third.ok());
+  script->SetNext(Readable());
+  EngineStep grown = engine.Step(StepPlan{.full = false, .dirty_netns = {}, .node_sources = false});
+  EXPECT_EQ(script->calls(), 4) << "a new netns is read without being planned";
+  EXPECT_EQ(grown.snapshot.netns.size(), 3u);
+  EXPECT_TRUE(grown.changes.empty()) << "the dirty netns kept its earlier snapshot";
+}
+
 TEST_F(EngineTest, ComposeScanFollowsTheConfig) {
   EngineConfig config = config_;
   EXPECT_TRUE(ComposeScan(config).node_sources.empty());
