@@ -28,10 +28,6 @@ std::string NodeName(const std::string& configured) {
   return "unknown";
 }
 
-}  // namespace
-
-namespace {
-
 // The previous snapshot's netns by inode.
 std::map<uint64_t, const NetnsSnapshot*> ByInode(const NodeSnapshot& snapshot) {
   std::map<uint64_t, const NetnsSnapshot*> by_inode;

@@ -91,6 +91,8 @@ std::string DescribeStatus(const std::string& call, const grpc::Status& status) 
   return text;
 }
 
+namespace {
+
 // A failed call as a typed error: a deadline is ETIMEDOUT, so callers can tell a hung runtime
 // from a refusing one without reading the message.
 SourceError StatusError(const std::string& call, const grpc::Status& status) {
@@ -101,6 +103,8 @@ SourceError StatusError(const std::string& call, const grpc::Status& status) {
   if (status.error_code() == grpc::StatusCode::PERMISSION_DENIED) error_number = EACCES;
   return SourceError{SourceKind::kCri, std::move(text), error_number};
 }
+
+}  // namespace
 
 CriClient::CriClient(std::string endpoint, std::shared_ptr<grpc::Channel> channel,
                      std::chrono::milliseconds call_timeout)
