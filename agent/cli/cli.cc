@@ -1,11 +1,13 @@
 #include "cli/cli.h"
 
+#include <signal.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -22,6 +24,7 @@
 #include "cli/flags.h"
 #include "cli/report_render.h"
 #include "cli/rules_render.h"
+#include "daemon/daemon.h"
 #include "engine/engine.h"
 #include "model/json.h"
 #include "report/report_policy.h"
@@ -41,6 +44,8 @@ Commands:
   report     Scan every network namespace of the node and print the report (exit 0 healthy,
              1 findings at warning or above, 2 scan failed).
   watch      Rescan periodically and print one line per finding opened or resolved.
+  serve      Run as the node daemon: scan at start and on an interval, keep finding history,
+             log one line per change (the gRPC API and metrics attach to it).
   rules      Print the normalized netfilter rules and policy routes of one netns.
   findings   List every finding code with its severity and meaning.
   version    Print the version.
@@ -404,6 +409,66 @@ int RunWatch(const std::vector<std::string>& args) {
   return exit_code;
 }
 
+// The running daemon, for the signal handler (Stop() is async-signal-safe).
+std::atomic<Daemon*> g_daemon{nullptr};
+
+void StopDaemonOnSignal(int) {
+  if (Daemon* daemon = g_daemon.load()) daemon->Stop();
+}
+
+int RunServe(const std::vector<std::string>& args) {
+  FlagSet flags("serve", "[--interval 5s] [--log-format text|json] [report flags]",
+                "Runs as the node daemon: scans at start and then every --interval, keeps the "
+                "history of every finding (first seen, last seen, resolved) and of ZDS signals, "
+                "and logs one line per finding opened or resolved and per source degraded or "
+                "recovered. SIGTERM or SIGINT stops it.");
+  AddScanFlags(flags);
+  flags.Add({.name = "interval",
+             .value_name = "DURATION",
+             .default_text = "5s",
+             .help = "Time between two scans (ZDS sources, legacy rules)."});
+  flags.Add({.name = "log-format",
+             .value_name = "FORMAT",
+             .default_text = "text",
+             .help = "text, or json (one JSON object per line: ts, level, event)."});
+  if (auto rc = ParseOrExit(flags, args)) return *rc;
+  const std::string log_format = flags.Get("log-format", "text");
+  if (log_format != "text" && log_format != "json") {
+    std::fprintf(stderr, "ambient-doctor: --log-format is text or json\n");
+    return kExitScanFailed;
+  }
+  const LogFormat format = log_format == "json" ? LogFormat::kJson : LogFormat::kText;
+  SetupLogging(flags.Get("log-level", "info"));
+  if (format == LogFormat::kJson) {
+    spdlog::set_pattern(R"({"ts":"%Y-%m-%dT%H:%M:%S.%eZ","level":"%l","event":%v})",
+                        spdlog::pattern_time_type::utc);
+  }
+  DaemonOptions options;
+  if (auto error = ConfigFromFlags(flags, options.engine)) {
+    std::fprintf(stderr, "ambient-doctor: %s\n", error->c_str());
+    return kExitScanFailed;
+  }
+  const auto interval = ParseDurationMs(flags.Get("interval", "5s"));
+  if (!interval || *interval <= 0) {
+    std::fprintf(stderr, "ambient-doctor: --interval needs a positive duration such as 5s\n");
+    return kExitScanFailed;
+  }
+  options.poll_interval = std::chrono::milliseconds(*interval);
+  Daemon daemon(std::move(options));
+  g_daemon = &daemon;
+  struct sigaction action {};
+  action.sa_handler = StopDaemonOnSignal;
+  ::sigemptyset(&action.sa_mask);
+  ::sigaction(SIGTERM, &action, nullptr);
+  ::sigaction(SIGINT, &action, nullptr);
+  spdlog::info("{}", NoteLine("serving", format));
+  daemon.Run(format);
+  g_daemon = nullptr;
+  spdlog::info("{}",
+               NoteLine("stopped after " + std::to_string(daemon.steps()) + " scans", format));
+  return 0;
+}
+
 int RunRules(const std::vector<std::string>& args) {
   FlagSet flags("rules", "(--netns PATH | --pid PID) [flags]",
                 "Prints the normalized rule set of one network namespace: every backend, family, "
@@ -493,6 +558,7 @@ int Main(int argc, char** argv) {
   args.erase(args.begin());
   if (command == "report") return RunReport(args);
   if (command == "watch") return RunWatch(args);
+  if (command == "serve") return RunServe(args);
   if (command == "rules") return RunRules(args);
   if (command == "findings") return RunFindings(args);
   if (command == "version" || command == "--version") {

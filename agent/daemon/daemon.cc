@@ -70,6 +70,13 @@ std::vector<std::string> StepLogLines(const EngineStep& step, LogFormat format) 
   return lines;
 }
 
+std::string NoteLine(std::string_view message, LogFormat format) {
+  if (format == LogFormat::kText) return std::string(message);
+  JsonWriter j(/*pretty=*/false);
+  j.BeginObject().Field("event", "note").Field("message", message).EndObject();
+  return j.str();
+}
+
 Daemon::Daemon(DaemonOptions options)
     : Daemon(std::move(options), MakeKernelInspector(ReadLimits{}, {.ipsets_in_host_only = true}),
              Engine::SystemClockMs) {}
@@ -92,9 +99,17 @@ void Daemon::Run(LogFormat format) {
   for (;;) {
     EngineStep step = engine_.Step();
     ++steps_;
-    for (const std::string& line : StepLogLines(step, format)) spdlog::info("{}", line);
-    if (!step.usable && !failing) spdlog::warn("scan unusable: no netns readable");
-    if (step.scan_recovered) spdlog::info("scan recovered");
+    // A degraded source is a warning; everything else that changed is information.
+    const std::vector<std::string> lines = StepLogLines(step, format);
+    for (size_t i = 0; i < lines.size(); ++i) {
+      const bool degraded = i < step.source_changes.size() &&
+                            step.source_changes[i].kind == SourceChange::Kind::kDegraded;
+      spdlog::log(degraded ? spdlog::level::warn : spdlog::level::info, "{}", lines[i]);
+    }
+    if (!step.usable && !failing) {
+      spdlog::warn("{}", NoteLine("scan unusable: no netns readable", format));
+    }
+    if (step.scan_recovered) spdlog::info("{}", NoteLine("scan recovered", format));
     failing = !step.usable;
     hub_.Publish(trigger, std::move(step));
     trigger = StepTrigger::kPoll;
@@ -103,7 +118,8 @@ void Daemon::Run(LogFormat format) {
     const int ready = ::poll(&wait, 1, static_cast<int>(options_.poll_interval.count()));
     if (ready > 0) break;  // Stop()
     if (ready < 0 && errno != EINTR) {
-      spdlog::error("daemon wait failed: {}", std::strerror(errno));
+      spdlog::error("{}",
+                    NoteLine(std::string("daemon wait failed: ") + std::strerror(errno), format));
       break;
     }
   }

@@ -10,6 +10,8 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "engine/engine.h"
 #include "engine/result_hub.h"
@@ -29,7 +31,10 @@ struct DaemonOptions {
 // One log line (without timestamp and level, which the logger adds) per change of one step: the
 // daemon's log contract, pure so it is tested without a logger. Text: "finding opened ZDS_STALL
 // /run/netns/x (inode 5) pod demo/a [hand-off]: summary"; JSON: one object per line.
+// Source lines come first, in step.source_changes order, then one per finding change.
 std::vector<std::string> StepLogLines(const EngineStep& step, LogFormat format);
+// Any other daemon log message in the same format (JSON: {"event":"note","message":...}).
+std::string NoteLine(std::string_view message, LogFormat format);
 
 class Daemon {
  public:
