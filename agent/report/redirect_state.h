@@ -38,8 +38,8 @@ const std::array<RedirectState, kRedirectStateCount>& AllRedirectStates();
 
 // The state of one netns given its classification and the findings of the whole node (only those
 // with the netns's inode are used). nullopt when the netns is not a pod's to count: the host netns
-// unless it is enrolled, and a netns that could not be read (NETNS_UNREADABLE says so instead of a
-// guessed state).
+// unless it is enrolled, and a netns with NETNS_UNREADABLE and no rule finding (a partial read
+// cannot show it healthy; the finding says what was not read).
 std::optional<RedirectState> ClassifyRedirectState(const NetnsClassification& netns,
                                                    const std::vector<Finding>& findings);
 
