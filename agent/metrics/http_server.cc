@@ -129,15 +129,19 @@ void HttpServer::Run() {
   std::list<Connection> connections;
   std::vector<pollfd> fds;
   std::vector<Connection*> polled;
+  // Out of fds or memory, accept fails while the listener stays readable: pause it for a moment
+  // instead of spinning on it.
+  int64_t accept_paused_until_ms = 0;
   for (;;) {
     const int64_t now = NowMs();
     // Expired connections go first, so the deadline also bounds a client that never reads.
     connections.remove_if([now](const Connection& c) { return c.deadline_ms <= now; });
-    int timeout_ms = -1;
+    const bool accepting = accept_paused_until_ms <= now;
+    int timeout_ms = accepting ? -1 : static_cast<int>(accept_paused_until_ms - now);
     fds.clear();
     polled.clear();
     fds.push_back({wake_.get(), POLLIN, 0});
-    fds.push_back({listener_.get(), POLLIN, 0});
+    fds.push_back({listener_.get(), static_cast<short>(accepting ? POLLIN : 0), 0});
     for (Connection& c : connections) {
       fds.push_back({c.fd.get(), static_cast<short>(c.responding ? POLLOUT : POLLIN), 0});
       polled.push_back(&c);
@@ -153,7 +157,12 @@ void HttpServer::Run() {
     if (fds[1].revents & POLLIN) {
       for (;;) {
         UniqueFd client(accept4(listener_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
-        if (!client.valid()) break;
+        if (!client.valid()) {
+          if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+            accept_paused_until_ms = NowMs() + 100;
+          }
+          break;
+        }
         if (static_cast<int>(connections.size()) >= options_.max_connections) {
           // Full: the oldest connection makes room, so idle clients cannot lock scrapers out.
           // Only connections not polled this turn may go (polled ones are still referenced).

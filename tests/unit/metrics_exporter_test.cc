@@ -8,6 +8,7 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include "metrics/metrics_endpoint.h"
 #include "report/redirect_state.h"
@@ -324,6 +325,30 @@ TEST(MetricsExporter, FollowsTheHubAndCountsWhatItMissed) {
   EXPECT_EQ(Value(exporter, "ambient_doctor_scans_total{trigger=\"event\"}"), 2);
   EXPECT_EQ(Value(exporter, "ambient_doctor_results_missed_total"), 3);
   EXPECT_EQ(Value(exporter, "ambient_doctor_pods{redirect_state=\"healthy\"}"), 4);
+}
+
+TEST(MetricsExporter, FollowsAHubWhileBeingScraped) {
+  ResultHub hub(256);
+  MetricsExporter exporter;
+  std::thread follower([&] { exporter.FollowHub(hub); });
+  for (int i = 0; i < 200; ++i) {
+    hub.Publish(i == 0 ? StepTrigger::kStartup : StepTrigger::kPoll, HealthyNode(i % 20).step);
+    if (i % 10 == 0) {
+      EXPECT_FALSE(exporter.Exposition().empty());
+    }
+  }
+  // Wait for the follower to see the last result before stopping it (Stop wins over results).
+  // The bound is a guard against a hang, not a timing assertion.
+  for (int guard = 0; guard < 20'000; ++guard) {
+    if (Value(exporter, "ambient_doctor_scans_total{trigger=\"poll\"}") == 199) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  hub.Stop();
+  follower.join();
+  EXPECT_EQ(Value(exporter, "ambient_doctor_scans_total{trigger=\"poll\"}"), 199);
+  EXPECT_EQ(Value(exporter, "ambient_doctor_scans_total{trigger=\"startup\"}"), 1);
+  EXPECT_EQ(Value(exporter, "ambient_doctor_results_missed_total"), 0);
+  EXPECT_EQ(Value(exporter, "ambient_doctor_pods{redirect_state=\"healthy\"}"), 199 % 20);
 }
 
 }  // namespace

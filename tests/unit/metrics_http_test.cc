@@ -2,9 +2,11 @@
 // scrape, and bad input (garbage, oversized requests, idle clients, a client that never reads)
 // that must not stall the server for the next scraper.
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -254,6 +256,35 @@ TEST_F(MetricsHttp, SlowAndIdleClientsDoNotBlockTheNextScrape) {
   EXPECT_EQ(reply.body.size(), exposition_size) << "the whole exposition, not a truncated one";
   EXPECT_EQ(Get(port_, "/healthz").status, 200);
   endpoint_->Stop();  // returns with the stuck clients still connected
+}
+
+TEST_F(MetricsHttp, ServesAgainAfterRunningOutOfFileDescriptors) {
+  StartWith(MetricsOptions{});
+  rlimit saved{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &saved), 0);
+  // A few fds above what is open now, shared by this test's clients and the server's accepts.
+  int highest = 0;
+  for (int fd = 0; fd < 4096; ++fd) {
+    if (fcntl(fd, F_GETFD) >= 0) highest = fd;
+  }
+  rlimit tight = saved;
+  tight.rlim_cur = static_cast<rlim_t>(highest + 8);
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &tight), 0);
+  std::vector<UniqueFd> clients;
+  for (int i = 0; i < 4096; ++i) {  // until this process, server included, is out of fds
+    UniqueFd fd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+    if (!fd.valid()) break;
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(port_);
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    connect(fd.get(), reinterpret_cast<sockaddr*>(&address), sizeof(address));
+    clients.push_back(std::move(fd));
+  }
+  usleep(200'000);  // let the server hit EMFILE on accept (not asserted: only exercised)
+  clients.clear();
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &saved), 0);
+  EXPECT_EQ(Get(port_, "/healthz").status, 503) << "serving again";
 }
 
 TEST(MetricsHttpServer, StartFailsAsAValue) {
