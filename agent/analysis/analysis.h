@@ -19,6 +19,9 @@ struct AnalysisOptions {
                                             "e9ac:1e77:90ca:399f:4d6d:ece2:2f9b:3164"};
   // A ZDS hand-off signal seen continuously for at least this long is a stall, not pending.
   int64_t zds_stall_threshold_ms = 30000;
+  // False for a one-shot report: no earlier scan, so nothing can be aged. A pending hand-off whose
+  // pod is black-holed now is then raised to warning ("age unknown") instead of passing as info.
+  bool history_known = true;
 };
 
 struct NodeAnalysis {

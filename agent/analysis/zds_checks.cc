@@ -433,7 +433,32 @@ class ZdsChecker {
                                    "ZDS hand-off of the pod netns to ztunnel is in progress",
                                    std::move(evidence));
     finding.since_unix_ms = first_seen;
+    // Without history a young hand-off and one stuck for hours look the same; a pod whose
+    // redirected traffic has no ztunnel listener is black-holed now, so it must not pass as info.
+    if (!stalled && !options_.history_known && BlackHoledNow(facts, classification)) {
+      finding.severity = Severity::kWarning;
+      finding.summary = "ZDS hand-off pending and the pod's redirected traffic is black-holed: " +
+                        NetnsLabelOf(facts);
+      finding.evidence.push_back(
+          "age unknown: no daemon history (a one-shot report cannot tell a hand-off in progress "
+          "from a stuck one; `ambient-doctor watch` or the daemon ages it into ZDS_STALL)");
+      finding.hint = "If this persists across two reports, treat it as ZDS_STALL: " +
+                     std::string(FindingCodeDetails(FindingCode::kZdsStall).hint);
+    }
     findings_.push_back(std::move(finding));
+  }
+
+  // Redirect rules present, listeners readable, and a ztunnel port without any listener.
+  static bool BlackHoledNow(const NetnsFacts& facts, const NetnsClassification& classification) {
+    if (classification.ambient_backends.empty() || !facts.listeners_known) return false;
+    return std::any_of(std::begin(kZtunnelPorts), std::end(kZtunnelPorts), [&](uint16_t port) {
+      return !facts.listener_ports.contains(port) && !facts.unattributed_ports.contains(port);
+    });
+  }
+
+  static std::string NetnsLabelOf(const NetnsFacts& facts) {
+    return "netns " + facts.netns->netns.PrimaryPath() + " (inode " +
+           std::to_string(facts.netns->netns.inode) + ")";
   }
 
   void CheckListeners(const NetnsFacts& facts, const NetnsClassification& classification) {

@@ -313,6 +313,7 @@ int RunReport(const std::vector<std::string>& args) {
   if (::geteuid() != 0) {
     spdlog::warn("not running as root: entering other network namespaces will likely fail");
   }
+  config.analysis.history_known = false;  // one step: nothing seen before
   Engine engine(std::move(config));
   const EngineStep step = engine.Step();
   if (!step.usable) {

@@ -78,10 +78,17 @@ Engine::Engine(EngineConfig config, std::unique_ptr<NetnsInspector> inspector, C
 Engine::Engine(EngineConfig config)
     : Engine(std::move(config), MakeKernelInspector(ReadLimits{}, {.ipsets_in_host_only = true})) {}
 
-EngineStep Engine::Step() {
+EngineStep Engine::Step(const StepPlan& plan) {
   EngineStep step;
   const int64_t started_at = clock_();
-  step.snapshot = ScanNode(scan_, *inspector_);
+  if (plan.full || !last_snapshot_) {
+    step.snapshot = ScanNode(scan_, *inspector_);
+  } else {
+    ScanReuse reuse{.previous = &*last_snapshot_,
+                    .reinspect = plan.dirty_netns,
+                    .node_sources = plan.node_sources};
+    step.snapshot = ScanNode(scan_, *inspector_, &reuse);
+  }
   step.snapshot.taken_at_unix_ms = started_at;
 
   std::map<SourceKind, std::string> degraded = DegradedSources(step.snapshot);
@@ -98,6 +105,7 @@ EngineStep Engine::Step() {
 
   step.usable = ScanUsable(step.snapshot);
   step.recently_resolved = recently_resolved_;
+  last_snapshot_ = step.snapshot;
   if (!step.usable) {
     scan_failing_ = true;
     return step;  // nothing judged: open findings and history stay as they were

@@ -8,6 +8,8 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -66,6 +68,14 @@ struct EngineStep {
   std::shared_ptr<const std::vector<FindingRecord>> recently_resolved;
 };
 
+// What one step reads. The daemon's steady state re-reads only what its change sources marked
+// dirty and polls the node-wide sources on their own interval.
+struct StepPlan {
+  bool full = true;                // read every netns and poll every node source
+  std::set<uint64_t> dirty_netns;  // when !full: the netns (inodes) to read again
+  bool node_sources = true;        // when !full: poll the node-wide sources too
+};
+
 class Engine {
  public:
   using Clock = std::function<int64_t()>;  // unix milliseconds
@@ -76,7 +86,10 @@ class Engine {
   // With the kernel inspector (node scans read ipsets in the host netns only).
   explicit Engine(EngineConfig config);
 
-  EngineStep Step();
+  EngineStep Step() { return Step(StepPlan{}); }
+  // A partial step reuses the previous step's snapshot for everything not planned (a full step
+  // when there is none yet). New netns found by discovery are always read.
+  EngineStep Step(const StepPlan& plan);
 
   const std::vector<Finding>& open_findings() const { return open_findings_; }
   const EngineConfig& config() const { return config_; }
@@ -90,6 +103,7 @@ class Engine {
   FindingHistory finding_history_;
   std::shared_ptr<const std::vector<FindingRecord>> recently_resolved_;
   std::vector<Finding> open_findings_;
+  std::optional<NodeSnapshot> last_snapshot_;  // what a partial step reuses
   std::map<SourceKind, std::string> degraded_;
   bool scan_failing_ = false;
 };

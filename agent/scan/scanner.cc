@@ -7,6 +7,7 @@
 #include <chrono>
 #include <climits>
 #include <cstdlib>
+#include <map>
 #include <thread>
 #include <vector>
 
@@ -29,7 +30,33 @@ std::string NodeName(const std::string& configured) {
 
 }  // namespace
 
-NodeSnapshot ScanNode(const ScanOptions& options, NetnsInspector& inspector) {
+namespace {
+
+// The previous snapshot's netns by inode.
+std::map<uint64_t, const NetnsSnapshot*> ByInode(const NodeSnapshot& snapshot) {
+  std::map<uint64_t, const NetnsSnapshot*> by_inode;
+  for (const NetnsSnapshot& netns : snapshot.netns) by_inode.emplace(netns.netns.inode, &netns);
+  return by_inode;
+}
+
+// Listener owners come from the fd inventory, which a scan without node sources does not take:
+// keep what was attributed to the same sockets before.
+void CarryListenerOwners(const NetnsSnapshot& before, NetnsSnapshot& now) {
+  std::map<uint64_t, const std::vector<int>*> owners;
+  for (const ListeningSocket& listener : before.listeners) {
+    if (!listener.owner_pids.empty()) owners.emplace(listener.inode, &listener.owner_pids);
+  }
+  for (ListeningSocket& listener : now.listeners) {
+    if (auto it = owners.find(listener.inode); it != owners.end() && listener.owner_pids.empty()) {
+      listener.owner_pids = *it->second;
+    }
+  }
+}
+
+}  // namespace
+
+NodeSnapshot ScanNode(const ScanOptions& options, NetnsInspector& inspector,
+                      const ScanReuse* reuse) {
   const auto started = std::chrono::steady_clock::now();
   NodeSnapshot node;
   node.node_name = NodeName(options.node_name);
@@ -40,16 +67,33 @@ NodeSnapshot ScanNode(const ScanOptions& options, NetnsInspector& inspector) {
   std::vector<NetnsRecord> records = DiscoverNetns(options.discovery, &node.errors);
   node.netns.resize(records.size());
 
+  // Indexes of the records to read; the others are copied from the previous snapshot.
+  std::vector<size_t> to_read;
+  const std::map<uint64_t, const NetnsSnapshot*> previous =
+      reuse != nullptr && reuse->previous != nullptr ? ByInode(*reuse->previous)
+                                                     : std::map<uint64_t, const NetnsSnapshot*>{};
+  for (size_t i = 0; i < records.size(); ++i) {
+    auto known = previous.find(records[i].inode);
+    if (reuse == nullptr || known == previous.end() ||
+        reuse->reinspect.contains(records[i].inode)) {
+      to_read.push_back(i);
+      continue;
+    }
+    node.netns[i] = *known->second;
+    node.netns[i].netns = records[i];
+  }
+
   // Each worker owns its thread's netns switches; results land at the discovery index so the
   // output order does not depend on scheduling.
   std::atomic<size_t> next{0};
   auto work = [&] {
-    for (size_t i = next.fetch_add(1); i < records.size(); i = next.fetch_add(1)) {
+    for (size_t k = next.fetch_add(1); k < to_read.size(); k = next.fetch_add(1)) {
+      const size_t i = to_read[k];
       node.netns[i] = inspector.Inspect(records[i]);
     }
   };
   const size_t workers =
-      std::min(records.size(), static_cast<size_t>(std::max(1, options.workers)));
+      std::min(to_read.size(), static_cast<size_t>(std::max(1, options.workers)));
   std::vector<std::jthread> pool;
   pool.reserve(workers);
   for (size_t w = 0; w < workers; ++w) {
@@ -57,8 +101,22 @@ NodeSnapshot ScanNode(const ScanOptions& options, NetnsInspector& inspector) {
   }
   pool.clear();  // joins
 
-  for (const auto& source : options.node_sources) {
-    if (source) source->Collect(node);
+  if (reuse != nullptr && !reuse->node_sources && reuse->previous != nullptr) {
+    const NodeSnapshot& before = *reuse->previous;
+    node.zds_collected = before.zds_collected;
+    node.zds = before.zds;
+    node.processes = before.processes;
+    node.ztunnels = before.ztunnels;
+    node.cri = before.cri;
+    for (size_t i : to_read) {
+      if (auto known = previous.find(records[i].inode); known != previous.end()) {
+        CarryListenerOwners(*known->second, node.netns[i]);
+      }
+    }
+  } else {
+    for (const auto& source : options.node_sources) {
+      if (source) source->Collect(node);
+    }
   }
 
   node.scan_ms =

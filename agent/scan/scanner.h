@@ -2,6 +2,7 @@
 #pragma once
 
 #include <memory>
+#include <set>
 #include <vector>
 
 #include "model/snapshot.h"
@@ -19,6 +20,19 @@ struct ScanOptions {
   std::vector<std::shared_ptr<NodeSource>> node_sources;
 };
 
-NodeSnapshot ScanNode(const ScanOptions& options, NetnsInspector& inspector);
+// A partial scan (the daemon's steady state): discovery runs, but a netns the previous snapshot
+// holds and that is not in `reinspect` is copied from it (its record refreshed: paths and pids
+// change without its rules changing) instead of being read again. New netns are always read.
+struct ScanReuse {
+  const NodeSnapshot* previous = nullptr;
+  std::set<uint64_t> reinspect;  // netns inodes to read again
+  // False: the node-wide sources (ZDS socket, fd inventory, ztunnel admin, CRI) are not polled in
+  // this scan; their data is copied from `previous`, and listeners of re-read netns keep the
+  // owners attributed before (same socket inode) until the next poll.
+  bool node_sources = true;
+};
+
+NodeSnapshot ScanNode(const ScanOptions& options, NetnsInspector& inspector,
+                      const ScanReuse* reuse = nullptr);
 
 }  // namespace ad

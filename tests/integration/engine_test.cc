@@ -6,56 +6,13 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include <atomic>
-#include <mutex>
 #include <utility>
 
 #include "netns_test_util.h"
+#include "scripted_inspector.h"
 
 namespace ad {
 namespace {
-
-// Returns the snapshot the test set for the next call, keeping the record discovery found.
-class ScriptedInspector : public NetnsInspector {
- public:
-  NetnsSnapshot Inspect(const NetnsRecord& record) override {
-    std::lock_guard lock(mutex_);
-    NetnsSnapshot snapshot = next_;
-    snapshot.netns = record;
-    ++calls_;
-    return snapshot;
-  }
-  void SetNext(NetnsSnapshot snapshot) {
-    std::lock_guard lock(mutex_);
-    next_ = std::move(snapshot);
-  }
-  int calls() const { return calls_; }
-
- private:
-  std::mutex mutex_;
-  NetnsSnapshot next_;
-  std::atomic<int> calls_{0};
-};
-
-NetnsSnapshot Readable() {
-  NetnsSnapshot snapshot;
-  snapshot.reads = NetnsReads::AllOk();
-  return snapshot;
-}
-
-NetnsSnapshot PartlyFailed(std::string message) {
-  NetnsSnapshot snapshot = Readable();
-  snapshot.reads.routes = ReadStatus::kFailed;
-  snapshot.errors.push_back({SourceKind::kRoute, std::move(message), 1});
-  return snapshot;
-}
-
-NetnsSnapshot Unreadable() {
-  NetnsSnapshot snapshot;
-  snapshot.unreadable = true;
-  snapshot.errors.push_back({SourceKind::kNetns, "setns: Operation not permitted", 1});
-  return snapshot;
-}
 
 class EngineTest : public ::testing::Test {
  protected:
@@ -122,6 +79,43 @@ TEST_F(EngineTest, AnUnusableStepKeepsTheOpenFindings) {
   EXPECT_TRUE(back.usable);
   EXPECT_TRUE(back.scan_recovered);
   EXPECT_TRUE(back.changes.empty()) << "the same finding, still open";
+}
+
+// A partial step reads only the planned netns (and new ones); the rest come from the last step.
+TEST_F(EngineTest, PartialStepsReadOnlyWhatIsDirtyOrNew) {
+  testing::ScopedNetns second("engine");
+  ASSERT_TRUE(second.ok());
+  EngineConfig config = config_;
+  config.discovery.name_glob = "adt-engine-" + std::to_string(::getpid()) + "-*";
+  auto inspector = std::make_unique<ScriptedInspector>();
+  ScriptedInspector* script = inspector.get();
+  script->SetNext(Readable());
+  Engine engine(config, std::move(inspector));
+
+  EngineStep full = engine.Step();
+  ASSERT_EQ(full.snapshot.netns.size(), 2u);
+  EXPECT_EQ(script->calls(), 2);
+  const uint64_t second_inode = testing::InodeOf(second.path());
+
+  EngineStep idle = engine.Step(StepPlan{.full = false, .dirty_netns = {}, .node_sources = false});
+  EXPECT_EQ(script->calls(), 2) << "nothing dirty: nothing read";
+  EXPECT_EQ(idle.snapshot.netns.size(), 2u);
+  EXPECT_TRUE(idle.changes.empty());
+
+  script->SetNext(PartlyFailed("dump: EPERM"));
+  EngineStep dirty =
+      engine.Step(StepPlan{.full = false, .dirty_netns = {second_inode}, .node_sources = false});
+  EXPECT_EQ(script->calls(), 3) << "only the dirty netns is read";
+  ASSERT_EQ(dirty.changes.size(), 1u);
+  EXPECT_EQ(dirty.changes[0].finding.netns_inode, second_inode);
+
+  testing::ScopedNetns third("engine");
+  ASSERT_TRUE(third.ok());
+  script->SetNext(Readable());
+  EngineStep grown = engine.Step(StepPlan{.full = false, .dirty_netns = {}, .node_sources = false});
+  EXPECT_EQ(script->calls(), 4) << "a new netns is read without being planned";
+  EXPECT_EQ(grown.snapshot.netns.size(), 3u);
+  EXPECT_TRUE(grown.changes.empty()) << "the dirty netns kept its earlier snapshot";
 }
 
 TEST_F(EngineTest, ComposeScanFollowsTheConfig) {

@@ -25,6 +25,18 @@ inline int Run(const std::string& command) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+// Runs a shell command and returns its stdout (empty when it could not start).
+inline std::string Capture(const std::string& command) {
+  std::string out;
+  FILE* pipe = ::popen(command.c_str(), "r");
+  if (pipe == nullptr) return out;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), pipe)) > 0) out.append(buf, n);
+  ::pclose(pipe);
+  return out;
+}
+
 // Feeds `input` to a command's stdin; returns its exit status.
 inline int RunWithInput(const std::string& command, const std::string& input) {
   FILE* pipe = ::popen((command + " >/dev/null 2>&1").c_str(), "w");

@@ -18,6 +18,7 @@
 
 #include "lab/rules.h"
 #include "model/rule.h"
+#include "netns_test_util.h"
 #include "shared_corpus.h"
 #include "sources/netfilter/readers.h"
 #include "sources/netns/netns_guard.h"
@@ -56,16 +57,7 @@ int RunShell(const std::string& command) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
-std::string Capture(const std::string& command) {
-  std::string out;
-  FILE* pipe = ::popen(command.c_str(), "r");
-  if (pipe == nullptr) return out;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), pipe)) > 0) out.append(buf, n);
-  ::pclose(pipe);
-  return out;
-}
+using testing::Capture;
 
 std::string WriteTemp(const std::string& text) {
   static std::atomic<int> counter{0};

@@ -109,16 +109,7 @@ table inet mixed {
 }
 )";
 
-std::string Capture(const std::string& command) {
-  std::string out;
-  FILE* pipe = ::popen(command.c_str(), "r");
-  if (pipe == nullptr) return out;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), pipe)) > 0) out.append(buf, n);
-  ::pclose(pipe);
-  return out;
-}
+using testing::Capture;
 
 std::string Trim(const std::string& s) {
   const auto first = s.find_first_not_of(" \t");

@@ -294,6 +294,33 @@ TEST(ZdsChecks, NoRedirectMissingForOtherNodesSidecarsOrZtunnelItself) {
   EXPECT_EQ(ZdsCodes(Analyze(self)), Strings{}) << Dump(Analyze(self));
 }
 
+// Without history (a one-shot report) a pending hand-off of a pod that is black-holed now is not
+// info: its age is unknown, so it is raised to warning and says so.
+TEST(ZdsChecks, OneShotPendingBlackHoleIsAWarningWithUnknownAge) {
+  NodeSnapshot node = ServedNode();
+  Pod(node).listeners.clear();
+  Ztunnel(node).netns_fd_inodes.clear();
+  node.ztunnels[0].workload_state.clear();
+  AnalysisOptions one_shot;
+  one_shot.history_known = false;
+  const NodeAnalysis analysis = Analyze(node, one_shot);
+  ASSERT_EQ(ZdsCodes(analysis), Strings{"ZDS_PENDING"}) << Dump(analysis);
+  const Finding& finding = analysis.findings[0];
+  EXPECT_EQ(finding.severity, Severity::kWarning);
+  EXPECT_TRUE(std::any_of(finding.evidence.begin(), finding.evidence.end(), [](const auto& line) {
+    return line.starts_with("age unknown: no daemon history");
+  })) << Dump(analysis);
+
+  // Listeners present (the hand-off is pending but traffic flows): still info.
+  NodeSnapshot flowing = ServedNode();
+  Ztunnel(flowing).netns_fd_inodes.clear();
+  flowing.ztunnels[0].workload_state.clear();
+  const NodeAnalysis flowing_analysis = Analyze(flowing, one_shot);
+  for (const Finding& f : flowing_analysis.findings) {
+    EXPECT_EQ(f.severity, Severity::kInfo) << Dump(flowing_analysis);
+  }
+}
+
 TEST(ZdsChecks, YoungHandOffIsPendingNotBlackHole) {
   NodeSnapshot node = ServedNode();
   Pod(node).listeners.clear();
