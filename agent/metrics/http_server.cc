@@ -75,6 +75,9 @@ HttpServer::HttpServer(HttpServerOptions options, Handler handler)
 HttpServer::~HttpServer() { Stop(); }
 
 Result<uint16_t> HttpServer::Start() {
+  if (thread_.joinable()) {
+    return SourceError{SourceKind::kHttp, "metrics listener: already started", EALREADY};
+  }
   sockaddr_storage address{};
   socklen_t address_len = 0;
   const std::string& host = options_.bind_address;

@@ -308,6 +308,7 @@ TEST(MetricsHttpServer, StartFailsAsAValue) {
   MetricsEndpoint first(exporter, HttpServerOptions{.bind_address = "127.0.0.1", .port = 0});
   Result<uint16_t> taken = first.Start();
   ASSERT_TRUE(taken.ok());
+  EXPECT_EQ(first.Start().error().error_number, EALREADY);
   MetricsEndpoint second(exporter, HttpServerOptions{.bind_address = "127.0.0.1", .port = *taken});
   port = second.Start();
   ASSERT_FALSE(port.ok());
