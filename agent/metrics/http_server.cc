@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <list>
@@ -168,7 +169,7 @@ void HttpServer::Run() {
         }
         if (static_cast<int>(connections.size()) >= options_.max_connections) {
           // Full: the oldest connection makes room, so idle clients cannot lock scrapers out.
-          // Only connections not polled this turn may go (polled ones are still referenced).
+          // Closed now, erased at the next turn (this turn's poll results still point at it).
           auto oldest = connections.end();
           for (auto it = connections.begin(); it != connections.end(); ++it) {
             if (it->deadline_ms > 0 &&
@@ -198,7 +199,8 @@ void HttpServer::Run() {
           continue;
         }
         c.in.append(buffer, static_cast<size_t>(n));
-        const size_t end = c.in.find("\r\n\r\n");
+        // The end of the headers; bare LF line ends are accepted too (RFC 9112 §2.2).
+        const size_t end = std::min(c.in.find("\r\n\r\n"), c.in.find("\n\n"));
         HttpResponse response;
         bool head = false;
         if (end == std::string::npos) {
@@ -208,7 +210,8 @@ void HttpServer::Run() {
           response = Error(431);
         } else {
           // "METHOD SP target SP HTTP/x.y"
-          const std::string_view line = std::string_view(c.in).substr(0, c.in.find("\r\n"));
+          std::string_view line = std::string_view(c.in).substr(0, c.in.find('\n'));
+          if (line.ends_with('\r')) line.remove_suffix(1);
           const size_t sp1 = line.find(' ');
           const size_t sp2 = sp1 == std::string_view::npos ? sp1 : line.find(' ', sp1 + 1);
           if (sp2 == std::string_view::npos || !line.substr(sp2 + 1).starts_with("HTTP/1.") ||

@@ -198,6 +198,8 @@ TEST_F(MetricsHttp, BadInputGetsAnErrorAndTheServerKeepsServing) {
                   .starts_with("HTTP/1.1 400 "));
   EXPECT_TRUE(Exchange(port_, "GET /metrics FTP/9\r\n\r\n").starts_with("HTTP/1.1 400 "));
   EXPECT_TRUE(Exchange(port_, "GET\r\n\r\n").starts_with("HTTP/1.1 400 "));
+  EXPECT_TRUE(Exchange(port_, "GET /healthz HTTP/1.0\n\n").starts_with("HTTP/1.1 503 "))
+      << "bare LF line ends are a valid request";
 
   // A request line far over the limit, never terminated: 431 once the limit is passed.
   {
