@@ -1,0 +1,360 @@
+#include "metrics/metrics_exporter.h"
+
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+#include <prometheus/text_serializer.h>
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <map>
+#include <set>
+#include <utility>
+
+#include "report/redirect_state.h"
+
+#ifndef AD_VERSION
+#define AD_VERSION "unknown"
+#endif
+
+namespace ad {
+
+namespace {
+
+constexpr std::array<StepTrigger, 4> kTriggers = {StepTrigger::kStartup, StepTrigger::kEvent,
+                                                  StepTrigger::kPoll, StepTrigger::kResync};
+constexpr std::array<Backend, 3> kBackends = {Backend::kIptablesLegacy, Backend::kIptablesNft,
+                                              Backend::kNft};
+constexpr std::array<Severity, 3> kSeverities = {Severity::kInfo, Severity::kWarning,
+                                                 Severity::kCritical};
+// Hand-off states as metric label values (ZdsStateName spells them for humans).
+constexpr std::array<std::pair<ZdsState, const char*>, 3> kHandoffStates = {
+    {{ZdsState::kHandedOff, "handed_off"},
+     {ZdsState::kPending, "pending"},
+     {ZdsState::kStalled, "stalled"}}};
+
+// A re-read of one netns costs ~0.1-1 ms (change-detection facts); a resync of many takes longer.
+const prometheus::Histogram::BucketBoundaries kRereadBuckets = {
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5};
+
+int64_t SystemClockMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// Every source error of a snapshot, wherever the source put it.
+template <typename Visit>
+void ForEachSourceError(const NodeSnapshot& snapshot, Visit visit) {
+  for (const SourceError& e : snapshot.errors) visit(e);
+  for (const NetnsSnapshot& n : snapshot.netns) {
+    for (const SourceError& e : n.errors) visit(e);
+  }
+  for (const SourceError& e : snapshot.zds.errors) visit(e);
+  for (const ZtunnelAdminState& z : snapshot.ztunnels) {
+    for (const SourceError& e : z.errors) visit(e);
+  }
+  for (const SourceError& e : snapshot.cri.errors) visit(e);
+}
+
+}  // namespace
+
+struct MetricsExporter::Metrics {
+  template <typename T>
+  using Family = prometheus::Family<T>;
+
+  Family<prometheus::Gauge>* pods = nullptr;
+  std::map<RedirectState, prometheus::Gauge*> pods_by_state;
+  std::map<Backend, prometheus::Gauge*> pods_by_backend;
+  std::map<std::pair<FindingCode, Severity>, prometheus::Gauge*> open_findings;
+  std::map<FindingCode, prometheus::Counter*> findings_opened;
+  prometheus::Gauge* zds_connected_ztunnels = nullptr;
+  std::map<ZdsState, prometheus::Gauge*> zds_handoffs;
+  prometheus::Gauge* zds_oldest_pending_age = nullptr;
+  prometheus::Gauge* zds_stall = nullptr;
+  prometheus::Gauge* ztunnel_ready = nullptr;
+  std::map<StepTrigger, prometheus::Counter*> scans;
+  std::map<StepTrigger, prometheus::Counter*> rereads;
+  prometheus::Histogram* reread_duration = nullptr;
+  prometheus::Gauge* last_successful_scan = nullptr;
+  std::map<SourceKind, prometheus::Gauge*> source_errors;
+  prometheus::Counter* event_socket_overflows = nullptr;
+  prometheus::Counter* results_missed = nullptr;
+  Family<prometheus::Gauge>* pod_redirect_state = nullptr;  // per_pod_labels only
+  std::vector<prometheus::Gauge*> pod_series;
+};
+
+MetricsExporter::MetricsExporter(MetricsOptions options, Clock clock)
+    : options_(std::move(options)),
+      clock_(clock ? std::move(clock) : Clock(SystemClockMs)),
+      registry_(std::make_shared<prometheus::Registry>()),
+      metrics_(std::make_unique<Metrics>()) {
+  using prometheus::BuildCounter;
+  using prometheus::BuildGauge;
+  using prometheus::BuildHistogram;
+  prometheus::Registry& r = *registry_;
+  Metrics& m = *metrics_;
+
+  auto& pods = BuildGauge()
+                   .Name("ambient_doctor_pods")
+                   .Help(
+                       "Pod network namespaces by redirect state (one state per netns, the "
+                       "first that applies in the documented precedence).")
+                   .Register(r);
+  for (RedirectState s : AllRedirectStates()) {
+    m.pods_by_state[s] = &pods.Add({{"redirect_state", std::string(RedirectStateName(s))}});
+  }
+  auto& by_backend = BuildGauge()
+                         .Name("ambient_doctor_pods_by_backend")
+                         .Help(
+                             "Pod network namespaces holding in-pod ambient rules in the "
+                             "netfilter backend (a mixed-backend pod counts in each).")
+                         .Register(r);
+  for (Backend b : kBackends) {
+    m.pods_by_backend[b] = &by_backend.Add({{"backend", std::string(BackendName(b))}});
+  }
+  auto& open = BuildGauge()
+                   .Name("ambient_doctor_findings")
+                   .Help("Open findings of the latest usable scan by code and severity.")
+                   .Register(r);
+  auto& opened = BuildCounter()
+                     .Name("ambient_doctor_findings_opened_total")
+                     .Help("Findings opened since the agent started, by code.")
+                     .Register(r);
+  for (const FindingCodeInfo& info : AllFindingCodes()) {
+    const std::string code(info.name);
+    for (Severity s : kSeverities) {
+      m.open_findings[{info.code, s}] =
+          &open.Add({{"code", code}, {"severity", std::string(SeverityName(s))}});
+    }
+    m.findings_opened[info.code] = &opened.Add({{"code", code}});
+  }
+  m.zds_connected_ztunnels =
+      &BuildGauge()
+           .Name("ambient_doctor_zds_connected_ztunnels")
+           .Help("ztunnel processes connected to istio-cni's ZDS socket (seen with sock_diag).")
+           .Register(r)
+           .Add({});
+  auto& handoffs = BuildGauge()
+                       .Name("ambient_doctor_zds_handoffs")
+                       .Help("Pod network namespaces by ZDS hand-off state.")
+                       .Register(r);
+  for (const auto& [state, name] : kHandoffStates) {
+    m.zds_handoffs[state] = &handoffs.Add({{"state", name}});
+  }
+  m.zds_oldest_pending_age =
+      &BuildGauge()
+           .Name("ambient_doctor_zds_oldest_pending_handoff_age_seconds")
+           .Help("Age of the oldest pending or stalled ZDS hand-off (0 when none).")
+           .Register(r)
+           .Add({});
+  m.zds_stall = &BuildGauge()
+                     .Name("ambient_doctor_zds_stall")
+                     .Help("1 while a ZDS_STALL finding is open, else 0.")
+                     .Register(r)
+                     .Add({});
+  m.ztunnel_ready = &BuildGauge()
+                         .Name("ambient_doctor_ztunnel_ready")
+                         .Help(
+                             "1 when at least one ztunnel reports ready on its readiness port "
+                             "and none reports not ready, else 0.")
+                         .Register(r)
+                         .Add({});
+  auto& scans = BuildCounter()
+                    .Name("ambient_doctor_scans_total")
+                    .Help("Engine scans published, by trigger.")
+                    .Register(r);
+  auto& rereads = BuildCounter()
+                      .Name("ambient_doctor_netns_rereads_total")
+                      .Help("Re-reads of changed network namespaces, by trigger.")
+                      .Register(r);
+  for (StepTrigger t : kTriggers) {
+    m.scans[t] = &scans.Add({{"trigger", std::string(StepTriggerName(t))}});
+    m.rereads[t] = &rereads.Add({{"trigger", std::string(StepTriggerName(t))}});
+  }
+  m.reread_duration = &BuildHistogram()
+                           .Name("ambient_doctor_netns_reread_duration_seconds")
+                           .Help("Duration of one re-read of changed network namespaces.")
+                           .Register(r)
+                           .Add({}, kRereadBuckets);
+  m.last_successful_scan =
+      &BuildGauge()
+           .Name("ambient_doctor_last_successful_scan_timestamp_seconds")
+           .Help("Unix time of the last scan that could read at least one netns (0: none yet).")
+           .Register(r)
+           .Add({});
+  auto& errors = BuildGauge()
+                     .Name("ambient_doctor_source_errors")
+                     .Help("Source errors in the latest scan, by typed source kind.")
+                     .Register(r);
+  for (int k = 0; k < kSourceKindCount; ++k) {
+    const auto kind = static_cast<SourceKind>(k);
+    m.source_errors[kind] = &errors.Add({{"source", std::string(SourceKindName(kind))}});
+  }
+  m.event_socket_overflows =
+      &BuildCounter()
+           .Name("ambient_doctor_event_socket_overflows_total")
+           .Help("ENOBUFS on a netlink event socket (events lost; each forces a resync).")
+           .Register(r)
+           .Add({});
+  m.results_missed = &BuildCounter()
+                          .Name("ambient_doctor_results_missed_total")
+                          .Help(
+                              "Published results the exporter never saw (dropped from the "
+                              "result ring before it read them).")
+                          .Register(r)
+                          .Add({});
+  BuildGauge()
+      .Name("ambient_doctor_build_info")
+      .Help("Always 1; the version of the agent is a label.")
+      .Register(r)
+      .Add({{"version", options_.version.empty() ? std::string(AD_VERSION) : options_.version}})
+      .Set(1);
+  if (options_.per_pod_labels) {
+    m.pod_redirect_state = &BuildGauge()
+                                .Name("ambient_doctor_pod_redirect_state")
+                                .Help(
+                                    "1 per pod netns, labelled with its redirect state (only "
+                                    "with per-pod labels enabled).")
+                                .Register(r);
+  }
+}
+
+MetricsExporter::~MetricsExporter() = default;
+
+void MetricsExporter::Consume(const PublishedResult& result) {
+  std::lock_guard lock(mutex_);
+  metrics_->scans[result.trigger]->Increment();
+  for (const FindingChange& change : result.step.changes) {
+    if (change.kind == FindingChange::Kind::kOpened) {
+      metrics_->findings_opened[change.finding.code]->Increment();
+    }
+  }
+  std::map<SourceKind, int> errors;
+  ForEachSourceError(result.step.snapshot, [&errors](const SourceError& e) { ++errors[e.kind]; });
+  for (auto& [kind, gauge] : metrics_->source_errors) gauge->Set(errors[kind]);
+  if (!result.step.usable) return;
+  last_usable_scan_ms_ = result.step.snapshot.taken_at_unix_ms;
+  metrics_->last_successful_scan->Set(static_cast<double>(last_usable_scan_ms_) / 1000.0);
+  SetGaugesLocked(result);
+}
+
+void MetricsExporter::SetGaugesLocked(const PublishedResult& result) {
+  Metrics& m = *metrics_;
+  const NodeSnapshot& snapshot = result.step.snapshot;
+  const NodeAnalysis& analysis = result.step.analysis;
+
+  std::map<RedirectState, int> by_state;
+  std::map<Backend, int> by_backend;
+  std::map<ZdsState, int> by_handoff;
+  for (prometheus::Gauge* series : m.pod_series) m.pod_redirect_state->Remove(series);
+  m.pod_series.clear();
+  for (const NetnsClassification& netns : analysis.netns) {
+    const std::optional<RedirectState> state = ClassifyRedirectState(netns, analysis.findings);
+    if (!state) continue;
+    ++by_state[*state];
+    for (Backend b : netns.ambient_backends) ++by_backend[b];
+    ++by_handoff[netns.zds_state];
+    if (m.pod_redirect_state != nullptr) {
+      const std::string pod = netns.pod.empty() ? netns.netns_path : netns.pod;
+      m.pod_series.push_back(
+          &m.pod_redirect_state->Add({{"pod", pod},
+                                      {"netns_inode", std::to_string(netns.netns_inode)},
+                                      {"redirect_state", std::string(RedirectStateName(*state))}}));
+      m.pod_series.back()->Set(1);
+    }
+  }
+  for (auto& [state, gauge] : m.pods_by_state) gauge->Set(by_state[state]);
+  for (auto& [backend, gauge] : m.pods_by_backend) gauge->Set(by_backend[backend]);
+  for (auto& [state, gauge] : m.zds_handoffs) gauge->Set(by_handoff[state]);
+
+  std::map<std::pair<FindingCode, Severity>, int> open;
+  int64_t oldest_pending_ms = 0;
+  bool stall = false;
+  for (const Finding& f : analysis.findings) {
+    ++open[{f.code, f.severity}];
+    if (f.code == FindingCode::kZdsStall) stall = true;
+    if ((f.code == FindingCode::kZdsPending || f.code == FindingCode::kZdsStall) &&
+        f.since_unix_ms > 0) {
+      oldest_pending_ms = std::max(oldest_pending_ms, snapshot.taken_at_unix_ms - f.since_unix_ms);
+    }
+  }
+  for (auto& [key, gauge] : m.open_findings) gauge->Set(open[key]);
+  m.zds_oldest_pending_age->Set(static_cast<double>(oldest_pending_ms) / 1000.0);
+  m.zds_stall->Set(stall ? 1 : 0);
+
+  // A ztunnel is connected when a process of the ztunnel role owns a ZDS client socket.
+  std::set<int> ztunnel_pids;
+  for (const ProcessNetnsFds& p : snapshot.processes) {
+    if (p.role == ProcessRole::kZtunnel) ztunnel_pids.insert(p.pid);
+  }
+  std::set<int> connected;
+  for (const UnixSocket& client : snapshot.zds.clients) {
+    for (int pid : client.owner_pids) {
+      if (ztunnel_pids.contains(pid)) connected.insert(pid);
+    }
+  }
+  m.zds_connected_ztunnels->Set(static_cast<double>(connected.size()));
+
+  bool any_ready = false;
+  bool any_not_ready = false;
+  for (const ZtunnelAdminState& z : snapshot.ztunnels) {
+    if (z.ready.has_value()) (*z.ready ? any_ready : any_not_ready) = true;
+  }
+  m.ztunnel_ready->Set(any_ready && !any_not_ready ? 1 : 0);
+}
+
+void MetricsExporter::FollowHub(const ResultHub& hub) {
+  uint64_t last = 0;
+  for (;;) {
+    ResultHub::Since since = hub.WaitSince(last, std::chrono::milliseconds(1000));
+    if (!since.results.empty()) {
+      const uint64_t first = since.results.front()->sequence;
+      // Sequence numbers are dense, so a jump is exactly what the ring dropped unread.
+      if (first > last + 1) {
+        std::lock_guard lock(mutex_);
+        metrics_->results_missed->Increment(static_cast<double>(first - last - 1));
+      }
+      for (const auto& result : since.results) Consume(*result);
+      last = since.results.back()->sequence;
+    }
+    if (since.stopped) return;
+  }
+}
+
+void MetricsExporter::RecordReread(StepTrigger trigger, double duration_seconds) {
+  std::lock_guard lock(mutex_);
+  metrics_->rereads[trigger]->Increment();
+  metrics_->reread_duration->Observe(duration_seconds);
+}
+
+void MetricsExporter::RecordEventSocketOverflow() {
+  std::lock_guard lock(mutex_);
+  metrics_->event_socket_overflows->Increment();
+}
+
+std::string MetricsExporter::Exposition() const {
+  std::lock_guard lock(mutex_);
+  return prometheus::TextSerializer().Serialize(registry_->Collect());
+}
+
+HealthVerdict MetricsExporter::Health() const {
+  int64_t last = 0;
+  {
+    std::lock_guard lock(mutex_);
+    last = last_usable_scan_ms_;
+  }
+  if (last == 0) return {false, "no successful scan yet"};
+  const int64_t age_ms = clock_() - last;
+  if (age_ms > options_.stale_after_ms) {
+    return {false, "last successful scan " + std::to_string(age_ms / 1000) +
+                       " s ago (stale after " + std::to_string(options_.stale_after_ms / 1000) +
+                       " s)"};
+  }
+  return {true, "ok"};
+}
+
+}  // namespace ad
