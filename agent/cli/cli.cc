@@ -26,6 +26,7 @@
 #include "cli/rules_render.h"
 #include "daemon/daemon.h"
 #include "engine/engine.h"
+#include "metrics/metrics_endpoint.h"
 #include "model/json.h"
 #include "report/report_policy.h"
 #include "scan/inspector.h"
@@ -431,6 +432,19 @@ int RunServe(const std::vector<std::string>& args) {
              .value_name = "FORMAT",
              .default_text = "text",
              .help = "text, or json (one JSON object per line: ts, level, event)."});
+  flags.Add({.name = "metrics-address",
+             .value_name = "HOST:PORT",
+             .default_text = "0.0.0.0:9977",
+             .help = "Where /metrics (Prometheus) and /healthz are served; port 9977 is outside "
+                     "Istio's 15000-15099 and kubelet's ports. \"off\" disables it."});
+  flags.Add({.name = "metrics-per-pod",
+             .takes_value = false,
+             .help = "Also export one redirect-state series per pod (the series count then grows "
+                     "with the node's pods)."});
+  flags.Add({.name = "healthz-stale-after",
+             .value_name = "DURATION",
+             .default_text = "120s",
+             .help = "/healthz fails when the last successful scan is older than this."});
   if (auto rc = ParseOrExit(flags, args)) return *rc;
   const std::string log_format = flags.Get("log-format", "text");
   if (log_format != "text" && log_format != "json") {
@@ -454,7 +468,54 @@ int RunServe(const std::vector<std::string>& args) {
     return kExitScanFailed;
   }
   options.poll_interval = std::chrono::milliseconds(*interval);
+  const auto stale_after = ParseDurationMs(flags.Get("healthz-stale-after", "120s"));
+  if (!stale_after || *stale_after <= 0) {
+    std::fprintf(stderr, "ambient-doctor: --healthz-stale-after needs a duration such as 120s\n");
+    return kExitScanFailed;
+  }
+  const std::string metrics_address = flags.Get("metrics-address", "0.0.0.0:9977");
+  std::optional<HttpServerOptions> http;
+  if (metrics_address != "off") {
+    // "HOST:PORT", "[v6]:PORT"
+    const size_t colon = metrics_address.rfind(':');
+    HttpServerOptions parsed;
+    int port = -1;
+    if (colon != std::string::npos) {
+      try {
+        port = std::stoi(metrics_address.substr(colon + 1));
+      } catch (const std::exception&) {
+        port = -1;
+      }
+      std::string host = metrics_address.substr(0, colon);
+      if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+        host = host.substr(1, host.size() - 2);
+      }
+      parsed.bind_address = host;
+    }
+    if (port < 0 || port > 65535 || parsed.bind_address.empty()) {
+      std::fprintf(stderr, "ambient-doctor: --metrics-address needs HOST:PORT (or off)\n");
+      return kExitScanFailed;
+    }
+    parsed.port = static_cast<uint16_t>(port);
+    http = parsed;
+  }
+  MetricsExporter exporter(MetricsOptions{.version = kVersion,
+                                          .per_pod_labels = flags.Has("metrics-per-pod"),
+                                          .stale_after_ms = *stale_after});
   Daemon daemon(std::move(options));
+  std::optional<MetricsEndpoint> endpoint;
+  if (http) {
+    endpoint.emplace(exporter, *http);
+    Result<uint16_t> bound = endpoint->Start();
+    if (!bound.ok()) {
+      std::fprintf(stderr, "ambient-doctor: metrics endpoint: %s\n", bound.error().message.c_str());
+      return kExitScanFailed;
+    }
+    spdlog::info("{}", NoteLine("metrics on " + http->bind_address + ":" + std::to_string(*bound) +
+                                    " (/metrics, /healthz)",
+                                format));
+  }
+  std::thread metrics_feed([&exporter, &daemon] { exporter.FollowHub(daemon.hub()); });
   g_daemon = &daemon;
   struct sigaction action {};
   action.sa_handler = StopDaemonOnSignal;
@@ -462,8 +523,10 @@ int RunServe(const std::vector<std::string>& args) {
   ::sigaction(SIGTERM, &action, nullptr);
   ::sigaction(SIGINT, &action, nullptr);
   spdlog::info("{}", NoteLine("serving", format));
-  daemon.Run(format);
+  daemon.Run(format);  // stops the hub when it returns: the feed thread ends too
   g_daemon = nullptr;
+  metrics_feed.join();
+  if (endpoint) endpoint->Stop();
   spdlog::info("{}",
                NoteLine("stopped after " + std::to_string(daemon.steps()) + " scans", format));
   return 0;

@@ -19,6 +19,7 @@
 #include "lab/rules.h"
 #include "model/json_parse.h"
 #include "netns_test_util.h"
+#include "scoped_child.h"
 
 namespace ad {
 namespace {
@@ -27,54 +28,6 @@ namespace fs = std::filesystem;
 
 const std::string kDoctor = std::string(AD_BINARY_DIR) + "/agent/ambient-doctor";
 const std::string kCriSim = std::string(AD_BINARY_DIR) + "/tests/sim/cri-sim";
-
-// A child process killed and reaped when the scope ends (also when the test fails).
-class ScopedChild {
- public:
-  // Runs argv inside `netns_path` (when given) with stdout to `stdout_path` (when given).
-  ScopedChild(const std::vector<std::string>& argv, const std::string& netns_path = "",
-              const std::string& stdout_path = "") {
-    pid_ = ::fork();
-    if (pid_ != 0) return;
-    if (!netns_path.empty() && !testing::EnterNetns(netns_path)) ::_exit(126);
-    if (!stdout_path.empty()) {
-      const int fd = ::open(stdout_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-      if (fd < 0 || ::dup2(fd, STDOUT_FILENO) < 0) ::_exit(126);
-    }
-    std::vector<char*> args;
-    for (const std::string& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
-    args.push_back(nullptr);
-    ::execv(args[0], args.data());
-    ::_exit(127);
-  }
-  ~ScopedChild() { Kill(); }
-  ScopedChild(const ScopedChild&) = delete;
-  ScopedChild& operator=(const ScopedChild&) = delete;
-
-  pid_t pid() const { return pid_; }
-  void Kill() {
-    if (pid_ <= 0) return;
-    ::kill(pid_, SIGKILL);
-    ::waitpid(pid_, nullptr, 0);
-    pid_ = -1;
-  }
-  // Waits up to `timeout` for the child to exit; its exit code, or -1.
-  int Wait(std::chrono::milliseconds timeout) {
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (pid_ > 0 && std::chrono::steady_clock::now() < deadline) {
-      int status = 0;
-      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
-        pid_ = -1;
-        return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    return -1;
-  }
-
- private:
-  pid_t pid_ = -1;
-};
 
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path);
@@ -125,17 +78,17 @@ TEST(WatchIdentity, CriFlapAndPidChangeResolveAndReopenNothing) {
   const std::vector<std::string> cri_argv = {kCriSim,       "--socket", cri_socket,
                                              "--pods-file", pods_file,  "--quiet"};
 
-  auto first =
-      std::make_unique<ScopedChild>(std::vector<std::string>{"/bin/sleep", "300"}, pod.path());
+  auto first = std::make_unique<testing::ScopedChild>(std::vector<std::string>{"/bin/sleep", "300"},
+                                                      pod.path());
   LinkProcess(proc_root, first->pid());
-  auto cri = std::make_unique<ScopedChild>(cri_argv);
+  auto cri = std::make_unique<testing::ScopedChild>(cri_argv);
   for (int i = 0; i < 100 && !fs::exists(cri_socket); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   ASSERT_TRUE(fs::exists(cri_socket)) << "cri-sim did not start";
 
   const std::string out = dir.path() + "/watch.out";
-  ScopedChild watch(
+  testing::ScopedChild watch(
       {kDoctor, "watch", "--proc-root", proc_root, "--netns-dir", empty_netns_dir, "--host-netns",
        host.path(), "--no-zds", "--cri-endpoint", "unix://" + cri_socket, "--interval", "250ms",
        "--count", "16", "-o", "json", "--log-level", "off"},
@@ -148,10 +101,10 @@ TEST(WatchIdentity, CriFlapAndPidChangeResolveAndReopenNothing) {
 
   cri->Kill();  // the runtime goes away: pods are no longer named
   std::this_thread::sleep_for(std::chrono::milliseconds(700));
-  cri = std::make_unique<ScopedChild>(cri_argv);  // and comes back
+  cri = std::make_unique<testing::ScopedChild>(cri_argv);  // and comes back
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   // Another process takes over the netns; the first one exits (its /proc path goes away).
-  ScopedChild second({"/bin/sleep", "300"}, pod.path());
+  testing::ScopedChild second({"/bin/sleep", "300"}, pod.path());
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   LinkProcess(proc_root, second.pid());
   fs::remove_all(fs::path(proc_root) / std::to_string(first->pid()));
