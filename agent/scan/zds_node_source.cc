@@ -238,10 +238,41 @@ std::vector<std::string> CandidateNetns(const FdInventory& inventory,
 
 }  // namespace
 
+namespace {
+
+bool IsIstioProcessName(const std::string& comm) {
+  return comm == "istio-cni" || comm == "install-cni" || comm == "ztunnel";
+}
+
+constexpr uint16_t kZtunnelListenerPorts[] = {15001, 15006, 15008, 15053};
+
+// A socket the inventory should know the owner of but does not: the ZDS listener and the client
+// ends of its connections, and ztunnel-port listeners in any netns.
+bool HasUnownedSocket(const FdInventory& inventory, const ZdsSocketState& zds,
+                      const std::vector<NetnsSnapshot>& netns) {
+  if (zds.listener_found && inventory.SocketOwners(zds.listener.inode).empty()) return true;
+  for (const UnixSocket& client : zds.clients) {
+    if (client.inode != 0 && inventory.SocketOwners(client.inode).empty()) return true;
+  }
+  for (const NetnsSnapshot& snapshot : netns) {
+    for (const ListeningSocket& listener : snapshot.listeners) {
+      const bool ztunnel_port =
+          std::find(std::begin(kZtunnelListenerPorts), std::end(kZtunnelListenerPorts),
+                    listener.port) != std::end(kZtunnelListenerPorts);
+      if (ztunnel_port && inventory.SocketOwners(listener.inode).empty()) return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
 void ZdsNodeSource::Collect(NodeSnapshot& snapshot) {
   std::vector<SourceError> errors;
-  FdInventory inventory = TakeFdInventory(FdInventoryOptions{options_.proc_root});
-  errors.insert(errors.end(), inventory.warnings.begin(), inventory.warnings.end());
+  const auto reread = [this](const ProcessFds& cached) {
+    return role_pids_.contains(cached.pid) || IsIstioProcessName(cached.comm);
+  };
+  FdInventory inventory = inventory_.Take(reread);
 
   std::optional<SocketFileId> file;
   const std::string file_path = options_.host_path_prefix + options_.socket_path;
@@ -298,7 +329,14 @@ void ZdsNodeSource::Collect(NodeSnapshot& snapshot) {
   }).join();
   sweep.AppendErrors(&errors);
 
+  if (!inventory_.last_take_full() && HasUnownedSocket(inventory, zds, snapshot.netns)) {
+    inventory_.RequestFull();  // a process we reused opened it (or a new client appeared)
+    inventory = inventory_.Take(reread);
+  }
+  errors.insert(errors.begin(), inventory.warnings.begin(), inventory.warnings.end());
   snapshot.processes = AttributeOwners(inventory, &zds, &snapshot.netns);
+  role_pids_.clear();
+  for (const ProcessNetnsFds& process : snapshot.processes) role_pids_.insert(process.pid);
   zds.errors.insert(zds.errors.begin(), errors.begin(), errors.end());
   snapshot.zds = std::move(zds);
   snapshot.zds_collected = true;

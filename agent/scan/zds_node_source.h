@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -43,14 +44,21 @@ ZdsSocketState MatchZdsSockets(const std::vector<UnixSocket>& sockets, const std
 std::vector<ProcessNetnsFds> AttributeOwners(const FdInventory& inventory, ZdsSocketState* zds,
                                              std::vector<NetnsSnapshot>* netns);
 
+// Repeated collections (watch, the daemon) reuse the fd inventory of processes that did not
+// change (same pid and start time), except istio-cni and ztunnel, which are read every time; a
+// ZDS or ztunnel-port socket that no known process owns triggers a full inventory at once.
 class ZdsNodeSource : public NodeSource {
  public:
-  explicit ZdsNodeSource(ZdsSourceOptions options) : options_(std::move(options)) {}
+  explicit ZdsNodeSource(ZdsSourceOptions options)
+      : options_(std::move(options)), inventory_(FdInventoryOptions{options_.proc_root}) {}
   std::string_view name() const override { return "zds"; }
   void Collect(NodeSnapshot& snapshot) override;
+  const FdInventoryCache::Stats& inventory_stats() const { return inventory_.stats(); }
 
  private:
   ZdsSourceOptions options_;
+  FdInventoryCache inventory_;
+  std::set<int> role_pids_;  // istio-cni and ztunnel processes of the last collection
 };
 
 }  // namespace ad

@@ -24,6 +24,51 @@ namespace {
 using testing::ChildChannel;
 using testing::ChildProcess;
 
+// The daemon's cache: unchanged processes keep their last fds, a predicate forces a re-read, a
+// full read comes on request and every `full_every`-th take.
+TEST(FdInventoryLive, CacheReusesUnchangedProcessesUntilAskedOrFull) {
+  ChildProcess child([](const ChildChannel& channel) {
+    channel.Signal('r');
+    while (auto byte = channel.Wait()) {
+      if (*byte == 'o') {
+        (void)::socket(AF_UNIX, SOCK_DGRAM, 0);  // one more socket, kept open
+        channel.Signal('o');
+      }
+    }
+  });
+  ASSERT_EQ(child.Read(), 'r');
+  auto sockets_of = [&child](const FdInventory& inventory) -> size_t {
+    const ProcessFds* process = inventory.Find(child.pid());
+    return process == nullptr ? 0 : process->socket_inodes.size();
+  };
+  FdInventoryCache cache(FdInventoryOptions{"/proc"}, /*full_every=*/4);
+  const auto never = [](const ProcessFds&) { return false; };
+  const size_t before = sockets_of(cache.Take(never));  // 1: the first take is full
+  EXPECT_TRUE(cache.last_take_full());
+
+  ASSERT_TRUE(child.Send('o'));
+  ASSERT_EQ(child.Read(), 'o');
+  EXPECT_EQ(sockets_of(cache.Take(never)), before) << "2: reused, the new socket is not seen";
+  EXPECT_FALSE(cache.last_take_full());
+  EXPECT_GT(cache.stats().processes_reused, 0u);
+
+  const int pid = child.pid();
+  EXPECT_EQ(sockets_of(cache.Take([pid](const ProcessFds& p) { return p.pid == pid; })), before + 1)
+      << "3: the predicate re-reads it";
+
+  ASSERT_TRUE(child.Send('o'));
+  ASSERT_EQ(child.Read(), 'o');
+  EXPECT_EQ(sockets_of(cache.Take(never)), before + 1) << "4: reused again";
+  EXPECT_EQ(sockets_of(cache.Take(never)), before + 2)
+      << "5: every 4th take after the first is full";
+  EXPECT_TRUE(cache.last_take_full());
+  cache.RequestFull();
+  (void)cache.Take(never);
+  EXPECT_TRUE(cache.last_take_full()) << "on request";
+  EXPECT_EQ(cache.stats().takes, 6u);
+  EXPECT_EQ(cache.stats().full_takes, 3u);
+}
+
 TEST(FdInventoryLive, ProcessesExitingDuringTheScanAreSkipped) {
   // A thread keeps forking children that exit at once, so pids vanish between readdir, stat and
   // the fd walk.

@@ -98,7 +98,11 @@ class InventoryReader {
     ticks_per_second_ = ::sysconf(_SC_CLK_TCK);
   }
 
-  FdInventory Read() {
+  // A process read before: its last ProcessFds to reuse, or nullptr to read it now. Asked after
+  // /proc/<pid>/stat (comm and start time) was read, so a reused pid is never taken for another.
+  using Reuse = std::function<const ProcessFds*(const ProcessFds& identity)>;
+
+  FdInventory Read(const Reuse& reuse = {}) {
     FdInventory inventory;
     DirHandle dir(::opendir(proc_root_.c_str()));
     if (!dir) {
@@ -111,7 +115,7 @@ class InventoryReader {
     }
     std::sort(pids.begin(), pids.end());
     for (int pid : pids) {
-      if (std::optional<ProcessFds> process = ReadProcess(pid)) {
+      if (std::optional<ProcessFds> process = ReadProcess(pid, reuse)) {
         inventory.processes.push_back(std::move(*process));
       }
     }
@@ -121,7 +125,7 @@ class InventoryReader {
   }
 
  private:
-  std::optional<ProcessFds> ReadProcess(int pid) {
+  std::optional<ProcessFds> ReadProcess(int pid, const Reuse& reuse) {
     const std::string pid_path = proc_root_ + "/" + std::to_string(pid);
     UniqueFd pid_dir(::open(pid_path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     if (!pid_dir.valid()) {
@@ -142,6 +146,9 @@ class InventoryReader {
       process.start_time_unix_ms =
           boot_time_seconds_ * 1000 +
           static_cast<int64_t>(start_ticks * 1000 / static_cast<uint64_t>(ticks_per_second_));
+    }
+    if (reuse && process.start_time_unix_ms > 0) {
+      if (const ProcessFds* cached = reuse(process)) return *cached;
     }
     struct stat ns {};
     if (::fstatat(pid_dir.get(), "ns/net", &ns, 0) == 0) {
@@ -244,6 +251,35 @@ const std::vector<int>& FdInventory::SocketOwners(uint64_t inode) const {
 
 FdInventory TakeFdInventory(const FdInventoryOptions& options) {
   return InventoryReader(options.proc_root).Read();
+}
+
+FdInventory FdInventoryCache::Take(const RereadPredicate& reread) {
+  ++stats_.takes;
+  const bool full =
+      full_requested_ || stats_.takes % static_cast<uint64_t>(full_every_) == 1 || full_every_ == 1;
+  full_requested_ = false;
+  last_full_ = full;
+  if (full) ++stats_.full_takes;
+  uint64_t reused = 0;
+  InventoryReader::Reuse reuse;
+  if (!full) {
+    reuse = [&](const ProcessFds& identity) -> const ProcessFds* {
+      auto known = by_pid_.find(identity.pid);
+      if (known == by_pid_.end() ||
+          known->second.start_time_unix_ms != identity.start_time_unix_ms ||
+          known->second.comm != identity.comm || (reread && reread(known->second))) {
+        return nullptr;
+      }
+      ++reused;
+      return &known->second;
+    };
+  }
+  FdInventory inventory = InventoryReader(options_.proc_root).Read(reuse);
+  stats_.processes_reused += reused;
+  stats_.processes_read += inventory.processes.size() - reused;
+  by_pid_.clear();  // processes that exited are forgotten
+  for (const ProcessFds& process : inventory.processes) by_pid_.emplace(process.pid, process);
+  return inventory;
 }
 
 std::vector<uint64_t> SocketInodesByProtocol(const std::string& proc_root, int pid,

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -46,6 +47,38 @@ class FdInventory {
 // Reads every numeric entry under options.proc_root. Never fails as a whole: processes that exit
 // while being read are skipped silently; EACCES/EPERM are counted into one warning.
 FdInventory TakeFdInventory(const FdInventoryOptions& options);
+
+// Repeated inventories for a long-running agent (the daemon polls every few seconds): a process
+// seen before with the same start time keeps the fds of its last read, unless `reread` asks for it
+// (istio-cni and ztunnel, whose netns fds and sockets are the point). Everything is read on the
+// first Take, on every `full_every`-th one and on the Take after RequestFull() (a caller that met a
+// socket no known process owns asks for one).
+class FdInventoryCache {
+ public:
+  explicit FdInventoryCache(FdInventoryOptions options, int full_every = 12)
+      : options_(std::move(options)), full_every_(full_every < 1 ? 1 : full_every) {}
+
+  using RereadPredicate = std::function<bool(const ProcessFds& cached)>;
+  FdInventory Take(const RereadPredicate& reread);
+  void RequestFull() { full_requested_ = true; }
+  bool last_take_full() const { return last_full_; }
+
+  struct Stats {
+    uint64_t takes = 0;
+    uint64_t full_takes = 0;
+    uint64_t processes_read = 0;
+    uint64_t processes_reused = 0;
+  };
+  const Stats& stats() const { return stats_; }
+
+ private:
+  FdInventoryOptions options_;
+  int full_every_;
+  bool full_requested_ = true;
+  bool last_full_ = false;
+  Stats stats_;
+  std::unordered_map<int, ProcessFds> by_pid_;
+};
 
 // Socket inodes `pid` holds whose sockfs protocol name (xattr system.sockprotoname) is `protocol`:
 // "UNIX" (AF_UNIX datagram and seqpacket), "UNIX-STREAM", "TCP", ... Meant for a few processes
