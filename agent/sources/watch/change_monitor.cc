@@ -83,6 +83,9 @@ Result<std::unique_ptr<ChangeMonitor>> ChangeMonitor::Create(ChangeMonitorConfig
   return monitor;
 }
 
+ChangeMonitor::ChangeMonitor(Key /*key*/, ChangeMonitorConfig config, UniqueFd epoll)
+    : config_(std::move(config)), epoll_(std::move(epoll)) {}
+
 ChangeMonitor::~ChangeMonitor() = default;
 
 std::vector<uint64_t> ChangeMonitor::WatchedInodes() const {

@@ -96,8 +96,7 @@ class ChangeMonitor {
 
  public:
   static Result<std::unique_ptr<ChangeMonitor>> Create(ChangeMonitorConfig config);
-  ChangeMonitor(Key /*key*/, ChangeMonitorConfig config, UniqueFd epoll)
-      : config_(std::move(config)), epoll_(std::move(epoll)) {}
+  ChangeMonitor(Key key, ChangeMonitorConfig config, UniqueFd epoll);
   ~ChangeMonitor();
   ChangeMonitor(const ChangeMonitor&) = delete;
   ChangeMonitor& operator=(const ChangeMonitor&) = delete;
