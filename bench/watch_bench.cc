@@ -24,6 +24,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -185,15 +186,29 @@ int Main(int argc, char** argv) {
       watched, watch_ms, watch_ms * 1000 / std::max<size_t>(1, watched), OpenFdCount() - fds_before,
       static_cast<double>(OpenFdCount() - fds_before) / std::max<size_t>(1, watched),
       SelfRssKb() - rss_before);
-  monitor.Poll(std::chrono::milliseconds(100));  // settle anything from the lab's last commits
+  // Settle: the lab's last commits and address/route churn may still be arriving.
+  size_t settled = 0;
+  for (int quiet = 0; quiet < 5;) {
+    const size_t n = monitor.Poll(std::chrono::milliseconds(100)).size();
+    settled += n;
+    quiet = n == 0 ? quiet + 1 : 0;
+  }
+  std::printf("settle: %zu dirty reports before the steady state\n", settled);
 
   // ---- Steady state: one poll cycle.
   std::vector<double> cycle_ms;
   std::vector<double> hash_cycle_ms;
   size_t dirty_seen = 0;
+  std::map<std::string, size_t> dirty_reasons;  // while idle: what and when
+  auto note = [&](const char* phase, const std::vector<watch::DirtyNetns>& dirty) {
+    for (const watch::DirtyNetns& d : dirty) {
+      ++dirty_reasons[std::string(phase) + ":" + watch::DescribeReasons(d.reasons)];
+    }
+    return dirty.size();
+  };
   for (int i = 0; i < flags.cycles && !Interrupted(); ++i) {
     const Clock::time_point start = Clock::now();
-    dirty_seen += monitor.Poll(std::chrono::milliseconds(0)).size();
+    dirty_seen += note("cycle", monitor.Poll(std::chrono::milliseconds(0)));
     monitor.PollLegacy(watch::LegacyDepth::kGate);
     monitor.PollGenerations();
     cycle_ms.push_back(MillisecondsBetween(start, Clock::now()));
@@ -203,7 +218,7 @@ int Main(int argc, char** argv) {
     monitor.PollLegacy(watch::LegacyDepth::kContentHash);
     hash_cycle_ms.push_back(MillisecondsBetween(start, Clock::now()));
   }
-  dirty_seen += monitor.Poll(std::chrono::milliseconds(20)).size();
+  dirty_seen += note("after-cycles", monitor.Poll(std::chrono::milliseconds(20)));
 
   // ---- Full in-process re-read of every lab netns.
   std::unique_ptr<NetnsInspector> inspector =
@@ -222,7 +237,7 @@ int Main(int argc, char** argv) {
     scanned = ScanNode(scan, *inspector).netns.size();
     scan_ms.push_back(MillisecondsBetween(start, Clock::now()));
   }
-  dirty_seen += monitor.Poll(std::chrono::milliseconds(20)).size();
+  dirty_seen += note("after-rescan", monitor.Poll(std::chrono::milliseconds(20)));
 
   // ---- Shell-out baseline on a fixed sample, extrapolated.
   ShellOutResult shell = MeasureShellOut(names, *shell_tools, flags.shell_sample, Interrupted);
@@ -246,6 +261,7 @@ int Main(int argc, char** argv) {
       shell.netns_measured, shell.netns_total, shell.mean_netns_ms, shell_cycle_ms,
       shell_cycle_ms / std::max(1e-9, cycle_p50));
   std::printf("dirty reports while idle (expected 0): %zu\n", dirty_seen);
+  for (const auto& [what, count] : dirty_reasons) std::printf("  %s: %zu\n", what.c_str(), count);
 
   // ---- Drift latency.
   std::vector<double> latency_ms;
