@@ -176,6 +176,7 @@ std::optional<SourceError> ChangeMonitor::Watch(const NetnsRecord& record) {
     if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &event) != 0) {
       ++counters_.watch_errors;
       tokens_.erase(watched->nft_token);
+      tokens_.erase(watched->route_token);
       return ErrnoError(SourceKind::kNetns, "epoll_ctl(" + path + ")");
     }
     tokens_[token] = {watched->inode, kind};
@@ -261,6 +262,7 @@ void ChangeMonitor::HandleReady(uint64_t token) {
 void ChangeMonitor::HandleDirEvents() {
   std::vector<NetnsDirEvent> events = dir_watcher_->Drain();
   counters_.nsfs_timeouts = dir_watcher_->nsfs_timeouts();
+  counters_.nsfs_waits = dir_watcher_->nsfs_waits();
   for (const NetnsDirEvent& event : events) {
     if (event.kind == NetnsDirEvent::Kind::kAdded) {
       const uint64_t inode = InodeOf(event.path);
@@ -399,7 +401,7 @@ std::vector<DirtyNetns> ChangeMonitor::Poll(std::chrono::milliseconds timeout) {
     const int n = ::epoll_pwait2(epoll_.get(), events.data(), kMaxEpollEvents, &wait_spec, nullptr);
     for (int i = 0; i < n; ++i) HandleReady(events[static_cast<size_t>(i)].data.u64);
     if (dir_watcher_ && dir_watcher_->HasPending()) HandleDirEvents();
-    if (n <= 0 && Clock::now() >= deadline) {
+    if (Clock::now() >= deadline) {
       now = Clock::now();
       Clock::time_point ignored = now;
       return TakeReady(now, &ignored);

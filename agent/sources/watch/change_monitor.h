@@ -85,7 +85,8 @@ struct ChangeMonitorCounters {
   uint64_t legacy_hash_checks = 0;
   uint64_t gate_errors = 0;
   uint64_t watch_errors = 0;
-  uint64_t nsfs_timeouts = 0;
+  uint64_t nsfs_waits = 0;     // names not yet an nsfs mount when first seen (the race)
+  uint64_t nsfs_timeouts = 0;  // names that never became one within nsfs_deadline
   std::array<uint64_t, kDirtyReasonCount> dirty_by_reason{};
 };
 

@@ -93,6 +93,7 @@ void NetnsDirWatcher::OnCreated(const std::string& path, std::vector<NetnsDirEve
   const bool already = std::any_of(pending_.begin(), pending_.end(),
                                    [&](const Pending& pending) { return pending.path == path; });
   if (!already) {
+    ++nsfs_waits_;
     pending_.push_back({path, std::chrono::steady_clock::now() + options_.nsfs_deadline});
   }
 }

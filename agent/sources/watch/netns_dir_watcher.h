@@ -38,6 +38,7 @@ class NetnsDirWatcher {
   std::vector<NetnsDirEvent> Drain();
   // True while a created name waits for its bind mount: poll again within ~1 ms.
   bool HasPending() const { return !pending_.empty(); }
+  uint64_t nsfs_waits() const { return nsfs_waits_; }
   uint64_t nsfs_timeouts() const { return nsfs_timeouts_; }
   uint64_t queue_overflows() const { return queue_overflows_; }
 
@@ -63,6 +64,7 @@ class NetnsDirWatcher {
   UniqueFd inotify_;
   std::vector<Watch> watches_;
   std::vector<Pending> pending_;
+  uint64_t nsfs_waits_ = 0;
   uint64_t nsfs_timeouts_ = 0;
   uint64_t queue_overflows_ = 0;
 };
