@@ -6,8 +6,10 @@
 //     reporting that pod dirty (coalescing window included), p50/p99.
 //
 //   watch_bench [--pods 250] [--trials 100] [--cycles 300] [--shell-sample 20] [--no-ipv6]
+//               [--backend iptables-nft|legacy|nft]
 //
-// Needs root: brings up a lab node (prefix "adwatch", iptables-nft backend) and removes it again.
+// Needs root: brings up a lab node (prefix "adwatch", default iptables-nft backend; the drift
+// trials always delete an iptables-nft rule of their own) and removes it again.
 // Measures and prints; never asserts. Targets are printed as information.
 #include <fcntl.h>
 #include <signal.h>
@@ -54,6 +56,7 @@ struct Flags {
   int cycles = 300;
   int shell_sample = 20;
   bool ipv6 = true;
+  lab::LabBackend backend = lab::LabBackend::kIptablesNft;
 };
 
 double Percentile(std::vector<double> values, double fraction) {
@@ -120,6 +123,10 @@ Flags ParseFlags(int argc, char** argv) {
     if (arg == "--cycles") flags.cycles = next();
     if (arg == "--shell-sample") flags.shell_sample = next();
     if (arg == "--no-ipv6") flags.ipv6 = false;
+    if (arg == "--backend" && i + 1 < argc) {
+      Result<lab::LabBackend> backend = lab::ParseBackend(argv[++i]);
+      if (backend.ok()) flags.backend = *backend;
+    }
   }
   return flags;
 }
@@ -151,9 +158,10 @@ int Main(int argc, char** argv) {
   lab::LabOptions options;
   options.prefix = kLabPrefix;
   options.pods = flags.pods;
-  options.backend = lab::LabBackend::kIptablesNft;
+  options.backend = flags.backend;
   options.ipv6 = flags.ipv6;
-  std::printf("lab up: %d pods, iptables-nft, %s, load %s\n", flags.pods,
+  std::printf("lab up: %d pods, %s, %s, load %s\n", flags.pods,
+              std::string(lab::LabBackendName(flags.backend)).c_str(),
               flags.ipv6 ? "IPv4+IPv6" : "IPv4", LoadAverage().c_str());
   std::fflush(stdout);
   lab::ScopedLab lab(options);

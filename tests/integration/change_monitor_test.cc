@@ -286,6 +286,42 @@ TEST(ChangeMonitorNetnsDirTest, NetnsAppearsAndDisappearsAndNoFdKeepsItAlive) {
   EXPECT_EQ(FdsReferringTo(inode), std::vector<std::string>{});
 }
 
+// The race made deterministic: a name that is a plain file first and an nsfs bind mount later
+// (what `ip netns add` does), in a netns directory that does not exist when the monitor starts.
+TEST(ChangeMonitorNetnsDirTest, NameIsReportedOnlyOnceItIsAnNsfsMount) {
+  REQUIRE_ROOT_AND_TOOLS();
+  ScopedNetns netns("watchrace");
+  ASSERT_TRUE(netns.ok());
+  const std::string root = "/tmp/adt-watchrace-" + std::to_string(::getpid());
+  const std::string dir = root + "/later/netns";
+  const std::string name = dir + "/pod";
+  const std::string junk = dir + "/not-a-netns";
+  struct Cleanup {
+    std::string root, name;
+    ~Cleanup() {
+      testing::Run("umount " + name);
+      testing::Run("rm -rf " + root);
+    }
+  } cleanup{root, name};
+  ASSERT_EQ(testing::Run("rm -rf " + root + " && mkdir -p " + root), 0);
+  std::unique_ptr<ChangeMonitor> monitor =
+      MakeMonitor({.netns_dirs = {dir}, .watch_added = false, .nsfs_deadline = milliseconds(300)});
+  ASSERT_NE(monitor, nullptr);
+
+  ASSERT_EQ(testing::Run("mkdir -p " + dir + " && touch " + name + " " + junk), 0);
+  EXPECT_TRUE(Collect(*monitor, milliseconds(100)).empty()) << "plain files are not netns yet";
+  EXPECT_EQ(monitor->counters().nsfs_waits, 2u);
+
+  ASSERT_EQ(testing::Run("mount --bind " + netns.path() + " " + name), 0);
+  const uint64_t inode = testing::InodeOf(netns.path());
+  auto reports = CollectUntil(*monitor, inode, milliseconds(400));
+  ASSERT_EQ(reports.size(), 1u) << "only the mounted name, never the plain file";
+  EXPECT_EQ(ReasonsOf(reports, inode), ReasonBit(DirtyReason::kAdded));
+  EXPECT_EQ(reports[inode][0].path, name);
+  EXPECT_EQ(monitor->counters().nsfs_timeouts, 1u) << "the plain file was given up on";
+  EXPECT_FALSE(monitor->IsWatched(inode)) << "watch_added is off";
+}
+
 // Everything the monitor could conceivably touch, dumped by the real tools.
 std::string DumpState(const ScopedNetns& netns) {
   std::string state;
