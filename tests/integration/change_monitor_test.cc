@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <memory>
@@ -187,6 +188,25 @@ TEST_F(ChangeMonitorTest, LegacySameSizeReplaceIsSeenOnlyByTheContentHash) {
   EXPECT_TRUE(Collect(*monitor_, milliseconds(200)).empty()) << "GET_INFO cannot see a -R";
   monitor_->PollLegacy(LegacyDepth::kContentHash);
   ExpectOnlyA(DirtyReason::kLegacyChanged);
+}
+
+TEST_F(ChangeMonitorTest, SpreadLegacyPollsVisitEveryNetnsRoundRobin) {
+  REQUIRE_ROOT_AND_TOOLS();
+  StartTwo();
+  ASSERT_EQ(a_.Exec(std::string("iptables-legacy ") + kRedirect), 0);
+  ASSERT_EQ(b_.Exec(std::string("iptables-legacy ") + kRedirect), 0);
+  std::vector<uint64_t> seen;
+  for (int round = 0; round < 2; ++round) {
+    monitor_->PollLegacy(LegacyDepth::kGate, 1);
+    auto reports = Collect(*monitor_, milliseconds(150));
+    ASSERT_EQ(reports.size(), 1u) << "one netns per call";
+    EXPECT_EQ(reports.begin()->second[0].reasons, ReasonBit(DirtyReason::kLegacyChanged));
+    seen.push_back(reports.begin()->first);
+  }
+  std::sort(seen.begin(), seen.end());
+  std::vector<uint64_t> both = {testing::InodeOf(a_.path()), testing::InodeOf(b_.path())};
+  std::sort(both.begin(), both.end());
+  EXPECT_EQ(seen, both);
 }
 
 TEST_F(ChangeMonitorTest, ReadOnlyCommandsMakeNothingDirty) {

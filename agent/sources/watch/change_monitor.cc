@@ -312,30 +312,38 @@ void ChangeMonitor::PollGenerations() {
   }
 }
 
-void ChangeMonitor::PollLegacy(LegacyDepth depth) {
-  for (auto& [inode, watched] : netns_) {
-    if (!watched->legacy) continue;
-    ++counters_.legacy_gate_checks;
-    Result<uint64_t> gate = watched->legacy->Gate();
-    if (!gate.ok()) {
-      ++counters_.gate_errors;
-      continue;
-    }
-    bool changed = watched->legacy_gate != *gate;
-    watched->legacy_gate = *gate;
-    // A changed gate refreshes the hash baseline too, so one change is reported once.
-    if (changed || depth == LegacyDepth::kContentHash) {
-      ++counters_.legacy_hash_checks;
-      Result<uint64_t> hash = watched->legacy->ContentHash();
-      if (hash.ok()) {
-        changed = changed || watched->legacy_hash != *hash;
-        watched->legacy_hash = *hash;
-      } else {
-        ++counters_.gate_errors;
-      }
-    }
-    if (changed) Mark(inode, watched->paths.front(), ReasonBit(DirtyReason::kLegacyChanged));
+void ChangeMonitor::PollLegacy(LegacyDepth depth, size_t max_netns) {
+  const size_t count = max_netns == 0 ? netns_.size() : std::min(max_netns, netns_.size());
+  auto it = netns_.upper_bound(legacy_cursor_);
+  for (size_t done = 0; done < count; ++done, ++it) {
+    if (it == netns_.end()) it = netns_.begin();
+    legacy_cursor_ = it->first;
+    CheckLegacy(depth, it->first, *it->second);
   }
+}
+
+void ChangeMonitor::CheckLegacy(LegacyDepth depth, uint64_t inode, Watched& watched) {
+  if (!watched.legacy) return;
+  ++counters_.legacy_gate_checks;
+  Result<uint64_t> gate = watched.legacy->Gate();
+  if (!gate.ok()) {
+    ++counters_.gate_errors;
+    return;
+  }
+  bool changed = watched.legacy_gate != *gate;
+  watched.legacy_gate = *gate;
+  // A changed gate refreshes the hash baseline too, so one change is reported once.
+  if (changed || depth == LegacyDepth::kContentHash) {
+    ++counters_.legacy_hash_checks;
+    Result<uint64_t> hash = watched.legacy->ContentHash();
+    if (hash.ok()) {
+      changed = changed || watched.legacy_hash != *hash;
+      watched.legacy_hash = *hash;
+    } else {
+      ++counters_.gate_errors;
+    }
+  }
+  if (changed) Mark(inode, watched.paths.front(), ReasonBit(DirtyReason::kLegacyChanged));
 }
 
 void ChangeMonitor::RunDueGates() {
@@ -344,7 +352,9 @@ void ChangeMonitor::RunDueGates() {
     ++legacy_polls_;
     const bool hash =
         config_.legacy_hash_every > 0 && legacy_polls_ % config_.legacy_hash_every == 0;
-    PollLegacy(hash ? LegacyDepth::kContentHash : LegacyDepth::kGate);
+    const size_t spread = static_cast<size_t>(std::max(1, config_.legacy_spread));
+    PollLegacy(hash ? LegacyDepth::kContentHash : LegacyDepth::kGate,
+               (netns_.size() + spread - 1) / spread);
     next_legacy_ = now + config_.legacy_interval;
   }
   if (config_.generation_interval.count() > 0 && now >= next_generation_) {

@@ -64,6 +64,9 @@ struct ChangeMonitorConfig {
   // Poll() runs the gates when due; 0 = only when PollLegacy()/PollGenerations() are called.
   std::chrono::milliseconds legacy_interval{1000};
   int legacy_hash_every = 10;  // every Nth legacy poll also hashes GET_ENTRIES (0 = never)
+  // Each automatic legacy poll checks 1/legacy_spread of the netns (round robin), so a node full
+  // of legacy tables stays cheap per poll; a change is then seen within legacy_spread intervals.
+  int legacy_spread = 1;
   std::chrono::milliseconds generation_interval{0};
   int nft_receive_buffer = 0;    // SO_RCVBUF of the event sockets; 0 = kernel default
   int route_receive_buffer = 0;  // likewise
@@ -116,7 +119,8 @@ class ChangeMonitor {
   std::vector<DirtyNetns> Poll(std::chrono::milliseconds timeout);
 
   // The periodic gates; a change marks the netns pending (reported by the next Poll()).
-  void PollLegacy(LegacyDepth depth);
+  // PollLegacy checks the next `max_netns` netns round robin (0 = all of them).
+  void PollLegacy(LegacyDepth depth, size_t max_netns = 0);
   void PollGenerations();
 
   const ChangeMonitorCounters& counters() const { return counters_; }
@@ -137,6 +141,7 @@ class ChangeMonitor {
   void HandleReady(uint64_t token);
   void HandleDirEvents();
   void RunDueGates();
+  void CheckLegacy(LegacyDepth depth, uint64_t inode, Watched& watched);
   std::vector<DirtyNetns> TakeReady(std::chrono::steady_clock::time_point now,
                                     std::chrono::steady_clock::time_point* next_due);
 
@@ -150,6 +155,7 @@ class ChangeMonitor {
   std::chrono::steady_clock::time_point next_legacy_{};
   std::chrono::steady_clock::time_point next_generation_{};
   uint64_t legacy_polls_ = 0;
+  uint64_t legacy_cursor_ = 0;  // inode checked last by PollLegacy
   ChangeMonitorCounters counters_;
 };
 
