@@ -7,7 +7,11 @@
 // table, so a single restore is one report), or after max_delay under sustained churn.
 // Read-only by construction: it subscribes, asks GETGEN/GET_INFO/GET_ENTRIES and reads.
 //
-// Not thread-safe: one owner thread calls everything.
+// Use (e.g. by `serve`): DiscoverNetns() -> Watch() each record; then loop on Poll(timeout) and
+// re-read exactly the netns it returns (kOverflow: everything of that netns; kRemoved: drop it,
+// its fds are already closed). Netns reached only through /proc/<pid>/ns/net get no inotify
+// events: the caller Unwatch()es them on process churn. The periodic full resync (issue 7: 60 s)
+// stays the caller's. Not thread-safe: one owner thread calls everything.
 #pragma once
 
 #include <sys/types.h>
