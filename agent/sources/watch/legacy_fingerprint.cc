@@ -1,0 +1,208 @@
+#include "sources/watch/legacy_fingerprint.h"
+
+// glibc's socket headers must precede the linux uapi ones, which skip what libc already defined.
+// clang-format off
+#include <netinet/in.h>
+#include <sys/socket.h>
+// clang-format on
+
+#include <fcntl.h>
+#include <linux/netfilter/x_tables.h>
+#include <linux/netfilter_ipv4/ip_tables.h>
+#include <linux/netfilter_ipv6/ip6_tables.h>
+
+#include <array>
+#include <cerrno>
+#include <cstddef>
+#include <cstring>
+#include <string_view>
+#include <vector>
+
+namespace ad::watch {
+namespace {
+
+// Largest blob hashed per table: far above any Istio table (a few KiB), bounds a hostile netns.
+constexpr uint32_t kMaxEntriesBytes = 16u << 20;
+constexpr size_t kMaxNamesBytes = 4096;
+
+constexpr uint64_t kFnvOffset = 1469598103934665603ull;
+constexpr uint64_t kFnvPrime = 1099511628211ull;
+
+void HashBytes(uint64_t* hash, const void* data, size_t size) {
+  const auto* bytes = static_cast<const unsigned char*>(data);
+  for (size_t i = 0; i < size; ++i) {
+    *hash = (*hash ^ bytes[i]) * kFnvPrime;
+  }
+}
+
+template <typename T>
+void HashValue(uint64_t* hash, const T& value) {
+  HashBytes(hash, &value, sizeof(value));
+}
+
+// The per-family types and constants of the x_tables getsockopt interface.
+struct Ipv4 {
+  using GetInfo = ipt_getinfo;
+  using GetEntries = ipt_get_entries;
+  using Entry = ipt_entry;
+  static constexpr int kDomain = AF_INET;
+  static constexpr int kLevel = IPPROTO_IP;
+  static constexpr int kSoGetInfo = IPT_SO_GET_INFO;
+  static constexpr int kSoGetEntries = IPT_SO_GET_ENTRIES;
+  static constexpr SourceKind kKind = SourceKind::kLegacyIpv4;
+  static constexpr const char* kNamesPath = "/proc/thread-self/net/ip_tables_names";
+};
+struct Ipv6 {
+  using GetInfo = ip6t_getinfo;
+  using GetEntries = ip6t_get_entries;
+  using Entry = ip6t_entry;
+  static constexpr int kDomain = AF_INET6;
+  static constexpr int kLevel = IPPROTO_IPV6;
+  static constexpr int kSoGetInfo = IP6T_SO_GET_INFO;
+  static constexpr int kSoGetEntries = IP6T_SO_GET_ENTRIES;
+  static constexpr SourceKind kKind = SourceKind::kLegacyIpv6;
+  static constexpr const char* kNamesPath = "/proc/thread-self/net/ip6_tables_names";
+};
+
+template <typename F>
+Result<std::vector<std::string>> ReadNames(int names_fd) {
+  std::array<char, kMaxNamesBytes> buffer;
+  const ssize_t n = ::pread(names_fd, buffer.data(), buffer.size(), 0);
+  if (n < 0) return ErrnoError(F::kKind, std::string("pread(") + F::kNamesPath + ")");
+  std::vector<std::string> names;
+  std::string_view text(buffer.data(), static_cast<size_t>(n));
+  while (!text.empty()) {
+    const size_t end = text.find('\n');
+    std::string_view name = text.substr(0, end);
+    if (!name.empty() && name.size() < XT_TABLE_MAXNAMELEN) names.emplace_back(name);
+    if (end == std::string_view::npos) break;
+    text.remove_prefix(end + 1);
+  }
+  return names;
+}
+
+template <typename F>
+Result<typename F::GetInfo> GetInfo(int socket_fd, const std::string& table) {
+  typename F::GetInfo info{};
+  std::memcpy(info.name, table.data(), table.size());
+  socklen_t length = sizeof(info);
+  if (::getsockopt(socket_fd, F::kLevel, F::kSoGetInfo, &info, &length) != 0) {
+    return ErrnoError(F::kKind, "GET_INFO(" + table + ")");
+  }
+  return info;
+}
+
+// Hashes the entry blob without the fields the kernel changes on its own (counters, comefrom).
+template <typename F>
+std::optional<SourceError> HashEntries(int socket_fd, const typename F::GetInfo& info,
+                                       uint64_t* hash) {
+  using GetEntries = typename F::GetEntries;
+  using Entry = typename F::Entry;
+  const std::string table = info.name;
+  if (info.size > kMaxEntriesBytes) {
+    return SourceError{F::kKind,
+                       "GET_ENTRIES(" + table + "): " + std::to_string(info.size) +
+                           " bytes exceeds the fingerprint bound",
+                       EFBIG};
+  }
+  // Zeroed on every call: the kernel copies match/target names only up to their NUL, so stale
+  // bytes after it would make identical tables hash differently.
+  std::vector<unsigned char> buffer(sizeof(GetEntries) + info.size, 0);
+  auto* request = reinterpret_cast<GetEntries*>(buffer.data());
+  std::memcpy(request->name, info.name, sizeof(request->name));
+  request->size = info.size;
+  socklen_t length = static_cast<socklen_t>(buffer.size());
+  if (::getsockopt(socket_fd, F::kLevel, F::kSoGetEntries, buffer.data(), &length) != 0) {
+    // EAGAIN: the table changed size between GET_INFO and GET_ENTRIES; the gate catches it.
+    return ErrnoError(F::kKind, "GET_ENTRIES(" + table + ")");
+  }
+  unsigned char* blob = buffer.data() + offsetof(GetEntries, entrytable);
+  uint32_t offset = 0;
+  while (offset + sizeof(Entry) <= info.size) {
+    auto* entry = reinterpret_cast<Entry*>(blob + offset);
+    if (entry->next_offset < sizeof(Entry) || entry->next_offset > info.size - offset) {
+      return SourceError{F::kKind, "GET_ENTRIES(" + table + "): corrupt entry layout", EINVAL};
+    }
+    std::memset(&entry->counters, 0, sizeof(entry->counters));
+    entry->comefrom = 0;
+    offset += entry->next_offset;
+  }
+  HashBytes(hash, blob, info.size);
+  return std::nullopt;
+}
+
+template <typename F>
+std::optional<SourceError> HashFamily(int names_fd, int socket_fd, bool with_entries,
+                                      uint64_t* hash) {
+  Result<std::vector<std::string>> names = ReadNames<F>(names_fd);
+  if (!names.ok()) return names.error();
+  HashValue(hash, F::kDomain);
+  for (const std::string& table : *names) {
+    HashBytes(hash, table.data(), table.size() + 1);
+    Result<typename F::GetInfo> info = GetInfo<F>(socket_fd, table);
+    if (!info.ok()) {
+      // A table listed a moment ago may be gone; its absence is part of the fingerprint.
+      HashValue(hash, info.error().error_number);
+      continue;
+    }
+    HashValue(hash, info->valid_hooks);
+    HashBytes(hash, info->hook_entry, sizeof(info->hook_entry));
+    HashBytes(hash, info->underflow, sizeof(info->underflow));
+    HashValue(hash, info->num_entries);
+    HashValue(hash, info->size);
+    if (with_entries) {
+      if (std::optional<SourceError> error = HashEntries<F>(socket_fd, *info, hash)) {
+        HashValue(hash, error->error_number);
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+template <typename F>
+Result<std::pair<UniqueFd, UniqueFd>> OpenFamily() {
+  UniqueFd names(::open(F::kNamesPath, O_RDONLY | O_CLOEXEC));
+  if (!names.valid()) return ErrnoError(F::kKind, std::string("open(") + F::kNamesPath + ")");
+  UniqueFd socket(::socket(F::kDomain, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_RAW));
+  if (!socket.valid()) return ErrnoError(F::kKind, "socket(SOCK_RAW)");
+  return std::make_pair(std::move(names), std::move(socket));
+}
+
+}  // namespace
+
+Result<LegacyFingerprint> LegacyFingerprint::Open() {
+  LegacyFingerprint fingerprint;
+  auto ipv4 = OpenFamily<Ipv4>();
+  auto ipv6 = OpenFamily<Ipv6>();
+  if (!ipv4.ok() && !ipv6.ok()) return ipv4.error();
+  if (ipv4.ok()) {
+    fingerprint.ipv4_.names = std::move(ipv4->first);
+    fingerprint.ipv4_.socket = std::move(ipv4->second);
+  }
+  if (ipv6.ok()) {
+    fingerprint.ipv6_.names = std::move(ipv6->first);
+    fingerprint.ipv6_.socket = std::move(ipv6->second);
+  }
+  return fingerprint;
+}
+
+Result<uint64_t> LegacyFingerprint::Gate() { return Fingerprint(false); }
+Result<uint64_t> LegacyFingerprint::ContentHash() { return Fingerprint(true); }
+
+Result<uint64_t> LegacyFingerprint::Fingerprint(bool with_entries) {
+  uint64_t hash = kFnvOffset;
+  HashValue(&hash, with_entries);
+  if (ipv4_.names.valid()) {
+    if (auto error = HashFamily<Ipv4>(ipv4_.names.get(), ipv4_.socket.get(), with_entries, &hash)) {
+      return *error;
+    }
+  }
+  if (ipv6_.names.valid()) {
+    if (auto error = HashFamily<Ipv6>(ipv6_.names.get(), ipv6_.socket.get(), with_entries, &hash)) {
+      return *error;
+    }
+  }
+  return hash;
+}
+
+}  // namespace ad::watch
