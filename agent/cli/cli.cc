@@ -419,19 +419,30 @@ void StopDaemonOnSignal(int) {
 
 int RunServe(const std::vector<std::string>& args) {
   FlagSet flags("serve", "[--interval 5s] [--log-format text|json] [report flags]",
-                "Runs as the node daemon: scans at start and then every --interval, keeps the "
+                "Runs as the node daemon: scans at start, then re-reads a netns when its "
+                "nf_tables or rtnetlink events (or its iptables-legacy fingerprint, checked every "
+                "--interval) say it changed, polls the node-wide ZDS, ztunnel and CRI sources "
+                "every --interval and re-reads everything every --resync-interval. Keeps the "
                 "history of every finding (first seen, last seen, resolved) and of ZDS signals, "
-                "and logs one line per finding opened or resolved and per source degraded or "
-                "recovered. SIGTERM or SIGINT stops it.");
+                "serves /metrics and /healthz, and logs one line per finding opened or resolved "
+                "and per source degraded or recovered. SIGTERM or SIGINT stops it.");
   AddScanFlags(flags);
   flags.Add({.name = "interval",
              .value_name = "DURATION",
              .default_text = "5s",
-             .help = "Time between two scans (ZDS sources, legacy rules)."});
+             .help = "Poll interval of the node-wide sources and legacy fingerprints."});
   flags.Add({.name = "log-format",
              .value_name = "FORMAT",
              .default_text = "text",
              .help = "text, or json (one JSON object per line: ts, level, event)."});
+  flags.Add({.name = "resync-interval",
+             .value_name = "DURATION",
+             .default_text = "60s",
+             .help = "Re-read every netns this often, whatever the change events said."});
+  flags.Add({.name = "no-events",
+             .takes_value = false,
+             .help = "Do not subscribe to nf_tables/rtnetlink events: re-read every netns on "
+                     "every --interval."});
   flags.Add({.name = "metrics-address",
              .value_name = "HOST:PORT",
              .default_text = "0.0.0.0:9977",
@@ -468,6 +479,13 @@ int RunServe(const std::vector<std::string>& args) {
     return kExitScanFailed;
   }
   options.poll_interval = std::chrono::milliseconds(*interval);
+  const auto resync = ParseDurationMs(flags.Get("resync-interval", "60s"));
+  if (!resync || *resync <= 0) {
+    std::fprintf(stderr, "ambient-doctor: --resync-interval needs a duration such as 60s\n");
+    return kExitScanFailed;
+  }
+  options.full_resync = std::chrono::milliseconds(*resync);
+  options.event_driven = !flags.Has("no-events");
   const auto stale_after = ParseDurationMs(flags.Get("healthz-stale-after", "120s"));
   if (!stale_after || *stale_after <= 0) {
     std::fprintf(stderr, "ambient-doctor: --healthz-stale-after needs a duration such as 120s\n");
@@ -502,6 +520,10 @@ int RunServe(const std::vector<std::string>& args) {
   MetricsExporter exporter(MetricsOptions{.version = kVersion,
                                           .per_pod_labels = flags.Has("metrics-per-pod"),
                                           .stale_after_ms = *stale_after});
+  options.on_step = [&exporter](StepTrigger trigger, double seconds, size_t netns_read) {
+    if (trigger != StepTrigger::kStartup && netns_read > 0) exporter.RecordReread(trigger, seconds);
+  };
+  options.on_event_overflow = [&exporter] { exporter.RecordEventSocketOverflow(); };
   Daemon daemon(std::move(options));
   std::optional<MetricsEndpoint> endpoint;
   if (http) {

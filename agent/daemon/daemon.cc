@@ -5,11 +5,13 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <utility>
 
 #include "model/json.h"
+#include "sources/watch/change_monitor.h"
 
 namespace ad {
 namespace {
@@ -93,34 +95,127 @@ void Daemon::Stop() {
   if (wake_.valid()) (void)!::write(wake_.get(), &one, sizeof(one));
 }
 
-void Daemon::Run(LogFormat format) {
-  StepTrigger trigger = StepTrigger::kStartup;
-  bool failing = false;
-  for (;;) {
-    EngineStep step = engine_.Step();
-    ++steps_;
-    // A degraded source is a warning; everything else that changed is information.
-    const std::vector<std::string> lines = StepLogLines(step, format);
-    for (size_t i = 0; i < lines.size(); ++i) {
-      const bool degraded = i < step.source_changes.size() &&
-                            step.source_changes[i].kind == SourceChange::Kind::kDegraded;
-      spdlog::log(degraded ? spdlog::level::warn : spdlog::level::info, "{}", lines[i]);
-    }
-    if (!step.usable && !failing) {
-      spdlog::warn("{}", NoteLine("scan unusable: no netns readable", format));
-    }
-    if (step.scan_recovered) spdlog::info("{}", NoteLine("scan recovered", format));
-    failing = !step.usable;
-    hub_.Publish(trigger, std::move(step));
-    trigger = StepTrigger::kPoll;
+bool Daemon::Stopping() const {
+  pollfd wait{wake_.get(), POLLIN, 0};
+  return !wake_.valid() || ::poll(&wait, 1, 0) > 0;
+}
 
-    pollfd wait{wake_.get(), POLLIN, 0};
-    const int ready = ::poll(&wait, 1, static_cast<int>(options_.poll_interval.count()));
-    if (ready > 0) break;  // Stop()
-    if (ready < 0 && errno != EINTR) {
-      spdlog::error("{}",
-                    NoteLine(std::string("daemon wait failed: ") + std::strerror(errno), format));
-      break;
+void Daemon::StepAndPublish(StepTrigger trigger, const StepPlan& plan, LogFormat format) {
+  const auto started = std::chrono::steady_clock::now();
+  EngineStep step = engine_.Step(plan);
+  ++steps_;
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  // A degraded source is a warning; everything else that changed is information.
+  const std::vector<std::string> lines = StepLogLines(step, format);
+  for (size_t i = 0; i < lines.size(); ++i) {
+    const bool degraded = i < step.source_changes.size() &&
+                          step.source_changes[i].kind == SourceChange::Kind::kDegraded;
+    spdlog::log(degraded ? spdlog::level::warn : spdlog::level::info, "{}", lines[i]);
+  }
+  if (!step.usable && !failing_) {
+    spdlog::warn("{}", NoteLine("scan unusable: no netns readable", format));
+  }
+  if (step.scan_recovered) spdlog::info("{}", NoteLine("scan recovered", format));
+  failing_ = !step.usable;
+  last_inodes_.clear();
+  last_records_.clear();
+  for (const NetnsSnapshot& netns : step.snapshot.netns) {
+    last_inodes_.insert(netns.netns.inode);
+    last_records_.push_back(netns.netns);
+  }
+  const size_t netns_read = plan.full ? step.snapshot.netns.size() : plan.dirty_netns.size();
+  if (options_.on_step) options_.on_step(trigger, seconds, netns_read);
+  hub_.Publish(trigger, std::move(step));
+}
+
+void Daemon::Run(LogFormat format) {
+  using Clock = std::chrono::steady_clock;
+  StepAndPublish(StepTrigger::kStartup, StepPlan{}, format);
+
+  std::unique_ptr<watch::ChangeMonitor> monitor;
+  if (options_.event_driven) {
+    watch::ChangeMonitorConfig config;
+    config.coalesce_window = options_.coalesce_window;
+    config.legacy_interval = options_.poll_interval;
+    config.netns_dirs = options_.engine.discovery.netns_dirs;
+    config.name_glob = options_.engine.discovery.name_glob;
+    auto created = watch::ChangeMonitor::Create(config);
+    if (created.ok()) {
+      monitor = std::move(*created);
+    } else {
+      spdlog::warn("{}", NoteLine("event-driven re-reads off, polling every interval: " +
+                                      created.error().message,
+                                  format));
+    }
+  }
+  // Keeps the monitor's watch set equal to the netns of the last step: /proc-only netns come and
+  // go with processes, which inotify does not see.
+  auto sync_watches = [&] {
+    if (!monitor) return;
+    for (uint64_t inode : monitor->WatchedInodes()) {
+      if (!last_inodes_.contains(inode)) monitor->Unwatch(inode);
+    }
+    for (const NetnsRecord& record : last_records_) {
+      if (monitor->IsWatched(record.inode)) continue;
+      if (auto error = monitor->Watch(record)) {
+        spdlog::debug(
+            "{}", NoteLine("not watching " + record.PrimaryPath() + ": " + error->message, format));
+      }
+    }
+  };
+  sync_watches();
+  event_driven_active_ = monitor != nullptr;
+
+  auto next_poll = Clock::now() + options_.poll_interval;
+  auto next_resync = Clock::now() + options_.full_resync;
+  std::set<uint64_t> dirty;
+  uint64_t overflows_seen = monitor ? monitor->counters().overflows : 0;
+  constexpr auto kStopCheck = std::chrono::milliseconds(100);  // the longest wait between checks
+  while (!Stopping()) {
+    const auto now = Clock::now();
+    if (now >= next_resync) {
+      StepAndPublish(StepTrigger::kResync, StepPlan{}, format);
+      dirty.clear();
+      sync_watches();
+      next_resync = now + options_.full_resync;
+      next_poll = now + options_.poll_interval;
+      continue;
+    }
+    if (now >= next_poll) {
+      // Node sources are due; without events every netns is re-read.
+      StepPlan plan;
+      if (monitor) plan = StepPlan{.full = false, .dirty_netns = dirty, .node_sources = true};
+      StepAndPublish(StepTrigger::kPoll, plan, format);
+      dirty.clear();
+      sync_watches();
+      next_poll = now + options_.poll_interval;
+      continue;
+    }
+    const auto until = std::min({next_poll, next_resync, now + kStopCheck});
+    const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(until - now);
+    if (!monitor) {
+      pollfd stop{wake_.get(), POLLIN, 0};
+      (void)::poll(&stop, 1, static_cast<int>(std::max<int64_t>(wait.count(), 1)));
+      continue;
+    }
+    for (const watch::DirtyNetns& netns : monitor->Poll(wait)) {
+      dirty.insert(netns.inode);
+      spdlog::debug(
+          "{}",
+          NoteLine("dirty " + netns.path + ": " + watch::DescribeReasons(netns.reasons), format));
+    }
+    if (monitor->counters().overflows != overflows_seen) {
+      for (uint64_t i = overflows_seen; i < monitor->counters().overflows; ++i) {
+        if (options_.on_event_overflow) options_.on_event_overflow();
+      }
+      overflows_seen = monitor->counters().overflows;
+    }
+    if (!dirty.empty()) {
+      StepAndPublish(StepTrigger::kEvent,
+                     StepPlan{.full = false, .dirty_netns = dirty, .node_sources = false}, format);
+      dirty.clear();
+      sync_watches();
     }
   }
   hub_.Stop();  // streams get their final status

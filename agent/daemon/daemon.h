@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -24,8 +25,16 @@ enum class LogFormat : uint8_t { kText, kJson };
 struct DaemonOptions {
   EngineConfig engine;
   std::chrono::milliseconds poll_interval{5000};  // ZDS sources and legacy fingerprints
+  std::chrono::milliseconds full_resync{60000};   // re-read everything, whatever events said
+  // Re-read a netns when its nf_tables / rtnetlink events or legacy fingerprint say it changed
+  // (ChangeMonitor). Off, or when the event sockets cannot be opened: every poll re-reads all.
+  bool event_driven = true;
+  std::chrono::milliseconds coalesce_window{10};  // quiet time after a burst of commits
   size_t resolved_ring = 1000;                    // resolved findings kept for history
   size_t hub_ring = 64;                           // published results kept for lagging streams
+  // Called after every step with its trigger, wall time and how many netns it re-read (metrics).
+  std::function<void(StepTrigger, double seconds, size_t netns_read)> on_step;
+  std::function<void()> on_event_overflow;  // an event socket lost events (ENOBUFS)
 };
 
 // One log line (without timestamp and level, which the logger adds) per change of one step: the
@@ -43,18 +52,28 @@ class Daemon {
 
   ResultHub& hub() { return hub_; }
 
-  // Steps at start, then every poll interval, until Stop(). Logs through spdlog's default logger.
+  // Steps at start; then on change events (only the dirty netns), every poll interval (node
+  // sources + what the legacy fingerprints flagged) and every full resync, until Stop(). Logs
+  // through spdlog's default logger.
   void Run(LogFormat format = LogFormat::kText);
-  // Async-signal-safe (writes an eventfd).
+  // Async-signal-safe.
   void Stop();
   uint64_t steps() const { return steps_; }
+  bool event_driven_active() const { return event_driven_active_; }
 
  private:
+  void StepAndPublish(StepTrigger trigger, const StepPlan& plan, LogFormat format);
+  bool Stopping() const;
+
   DaemonOptions options_;
   Engine engine_;
   ResultHub hub_;
-  UniqueFd wake_;  // eventfd: Stop() writes it, Run() waits on it between steps
+  UniqueFd wake_;  // eventfd: Stop() writes it; Run() checks it between waits
   uint64_t steps_ = 0;
+  bool failing_ = false;
+  bool event_driven_active_ = false;
+  std::set<uint64_t> last_inodes_;  // netns of the last step (what the monitor must watch)
+  std::vector<NetnsRecord> last_records_;
 };
 
 }  // namespace ad
