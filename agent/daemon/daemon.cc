@@ -131,8 +131,6 @@ void Daemon::StepAndPublish(StepTrigger trigger, const StepPlan& plan, LogFormat
 
 void Daemon::Run(LogFormat format) {
   using Clock = std::chrono::steady_clock;
-  StepAndPublish(StepTrigger::kStartup, StepPlan{}, format);
-
   std::unique_ptr<watch::ChangeMonitor> monitor;
   if (options_.event_driven) {
     watch::ChangeMonitorConfig config;
@@ -149,8 +147,13 @@ void Daemon::Run(LogFormat format) {
                                   format));
     }
   }
-  // Keeps the monitor's watch set equal to the netns of the last step: /proc-only netns come and
-  // go with processes, which inotify does not see.
+  event_driven_active_ = monitor != nullptr;
+  StepAndPublish(StepTrigger::kStartup, StepPlan{}, format);
+
+  std::set<uint64_t> dirty;
+  // Keeps the monitor's watch set equal to the netns of the last step (/proc-only netns come and
+  // go with processes, which inotify does not see). A netns starts being watched after it was
+  // read, so a change in between would be missed: each newly watched netns is read once more.
   auto sync_watches = [&] {
     if (!monitor) return;
     for (uint64_t inode : monitor->WatchedInodes()) {
@@ -161,23 +164,27 @@ void Daemon::Run(LogFormat format) {
       if (auto error = monitor->Watch(record)) {
         spdlog::debug(
             "{}", NoteLine("not watching " + record.PrimaryPath() + ": " + error->message, format));
+        continue;
       }
+      dirty.insert(record.inode);
     }
   };
+  // One step of `trigger` with `plan`, then the watch set follows what it found.
+  auto step = [&](StepTrigger trigger, StepPlan plan) {
+    dirty.clear();
+    StepAndPublish(trigger, plan, format);
+    sync_watches();
+  };
   sync_watches();
-  event_driven_active_ = monitor != nullptr;
 
   auto next_poll = Clock::now() + options_.poll_interval;
   auto next_resync = Clock::now() + options_.full_resync;
-  std::set<uint64_t> dirty;
   uint64_t overflows_seen = monitor ? monitor->counters().overflows : 0;
   constexpr auto kStopCheck = std::chrono::milliseconds(100);  // the longest wait between checks
   while (!Stopping()) {
     const auto now = Clock::now();
     if (now >= next_resync) {
-      StepAndPublish(StepTrigger::kResync, StepPlan{}, format);
-      dirty.clear();
-      sync_watches();
+      step(StepTrigger::kResync, StepPlan{});
       next_resync = now + options_.full_resync;
       next_poll = now + options_.poll_interval;
       continue;
@@ -186,36 +193,34 @@ void Daemon::Run(LogFormat format) {
       // Node sources are due; without events every netns is re-read.
       StepPlan plan;
       if (monitor) plan = StepPlan{.full = false, .dirty_netns = dirty, .node_sources = true};
-      StepAndPublish(StepTrigger::kPoll, plan, format);
-      dirty.clear();
-      sync_watches();
+      step(StepTrigger::kPoll, std::move(plan));
       next_poll = now + options_.poll_interval;
       continue;
     }
-    const auto until = std::min({next_poll, next_resync, now + kStopCheck});
-    const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(until - now);
     if (!monitor) {
+      const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(
+          std::min({next_poll, next_resync, now + kStopCheck}) - now);
       pollfd stop{wake_.get(), POLLIN, 0};
       (void)::poll(&stop, 1, static_cast<int>(std::max<int64_t>(wait.count(), 1)));
       continue;
     }
+    // With netns already dirty (newly watched ones), only collect what is ready now.
+    const auto wait = dirty.empty()
+                          ? std::chrono::duration_cast<std::chrono::milliseconds>(
+                                std::min({next_poll, next_resync, now + kStopCheck}) - now)
+                          : std::chrono::milliseconds(0);
     for (const watch::DirtyNetns& netns : monitor->Poll(wait)) {
       dirty.insert(netns.inode);
       spdlog::debug(
           "{}",
           NoteLine("dirty " + netns.path + ": " + watch::DescribeReasons(netns.reasons), format));
     }
-    if (monitor->counters().overflows != overflows_seen) {
-      for (uint64_t i = overflows_seen; i < monitor->counters().overflows; ++i) {
-        if (options_.on_event_overflow) options_.on_event_overflow();
-      }
-      overflows_seen = monitor->counters().overflows;
+    for (; overflows_seen < monitor->counters().overflows; ++overflows_seen) {
+      if (options_.on_event_overflow) options_.on_event_overflow();
     }
     if (!dirty.empty()) {
-      StepAndPublish(StepTrigger::kEvent,
-                     StepPlan{.full = false, .dirty_netns = dirty, .node_sources = false}, format);
-      dirty.clear();
-      sync_watches();
+      step(StepTrigger::kEvent,
+           StepPlan{.full = false, .dirty_netns = dirty, .node_sources = false});
     }
   }
   hub_.Stop();  // streams get their final status
