@@ -28,6 +28,7 @@ enum class SourceKind : uint8_t {
   kCri,                // "cri": the container runtime
   kIptablesText,       // "iptables-text": offline iptables-save parser
   kNftText,            // "nft-text": offline nft text parser
+  kApi,                // "api": the gRPC API server (its socket)
   kLab,                // "lab": the test lab and its peer emulators (tests/sim), never the agent
 };
 std::string_view SourceKindName(SourceKind kind);
