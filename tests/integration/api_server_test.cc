@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -551,6 +552,31 @@ TEST_F(ApiServerTest, SocketPathProblemsAreClearErrors) {
   SetDeadline(context);
   pb::Report report;
   EXPECT_TRUE(Stub()->GetReport(&context, {}, &report).ok()) << "the first server still serves";
+}
+
+TEST_F(ApiServerTest, PythonClientReadsReportAndOneEvent) {
+  if (std::system("/usr/bin/python3 -c 'import grpc, google.protobuf' >/dev/null 2>&1") != 0) {
+    GTEST_SKIP() << "python3-grpcio / python3-protobuf not installed (scripts/setup)";
+  }
+  if (std::system("command -v protoc >/dev/null && command -v grpc_python_plugin >/dev/null") !=
+      0) {
+    GTEST_SKIP() << "protoc or grpc_python_plugin (protobuf-compiler-grpc) not installed";
+  }
+  StartServer();
+  hub_->Publish(StepTrigger::kStartup,
+                MakeStep(1000, {MakeFinding(FindingCode::kZdsStall, 4026532001, "zds", "stuck")}));
+  const std::string command = std::string("/usr/bin/python3 ") + AD_SOURCE_DIR +
+                              "/tests/integration/python/api_client.py " + AD_SOURCE_DIR +
+                              "/proto " + options_.socket_path + " 2>&1";
+  FILE* pipe = ::popen(command.c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  std::string output;
+  char buffer[512];
+  while (std::fgets(buffer, sizeof(buffer), pipe) != nullptr) output += buffer;
+  const int status = ::pclose(pipe);
+  ASSERT_EQ(status, 0) << output;
+  EXPECT_NE(output.find("report node-a 2 1"), std::string::npos) << output;
+  EXPECT_NE(output.find("event KIND_CURRENT ZDS_STALL"), std::string::npos) << output;
 }
 
 }  // namespace
