@@ -7,18 +7,23 @@
 #include <grpcpp/impl/codegen/client_unary_call.h>
 #include <grpcpp/impl/codegen/sync_stream.h>
 #include <gtest/gtest.h>
+#include <sys/mount.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <thread>
 
 #include "ambientdoctor/v1/ambient_doctor.grpc.pb.h"
 #include "api/report_proto.h"
+#include "sources/unique_fd.h"
 
 namespace ad::api {
 namespace {
@@ -506,17 +511,17 @@ TEST_F(ApiServerTest, GarbageOversizedManyClientsAndStreamLimit) {
 }
 
 TEST_F(ApiServerTest, SocketPathProblemsAreClearErrors) {
-  // A stale socket file (no server behind it) is replaced.
+  // A stale socket file (bound, nobody listening: a crashed daemon) is replaced.
   fs::create_directories(dir_ + "/run");
   {
-    StartServer();
-    server_->Shutdown();
-    server_.reset();
-    // Leave a socket file behind like a crashed daemon would.
-    ApiServerOptions stale = options_;
-    auto again = ApiServer::Start(stale, hub_, {});
-    ASSERT_TRUE(again.ok()) << again.error().message;
+    UniqueFd stale(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    ASSERT_TRUE(stale.valid());
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    options_.socket_path.copy(addr.sun_path, options_.socket_path.size());
+    ASSERT_EQ(::bind(stale.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)), 0);
   }
+  ASSERT_TRUE(fs::is_socket(options_.socket_path));
   // A second server on a live socket is refused; the first keeps serving.
   StartServer();
   auto second = ApiServer::Start(options_, hub_, {});
@@ -538,14 +543,28 @@ TEST_F(ApiServerTest, SocketPathProblemsAreClearErrors) {
   ASSERT_FALSE(in_file.ok());
   EXPECT_NE(in_file.error().message.find("not a directory"), std::string::npos)
       << in_file.error().message;
-  if (::geteuid() != 0) {
-    ApiServerOptions read_only = options_;
-    fs::create_directories(dir_ + "/ro");
-    fs::permissions(dir_ + "/ro", fs::perms::owner_read | fs::perms::owner_exec);
-    read_only.socket_path = dir_ + "/ro/api.sock";
-    auto denied = ApiServer::Start(read_only, hub_, {});
-    ASSERT_FALSE(denied.ok());
-    EXPECT_NE(denied.error().message.find("not writable"), std::string::npos);
+  // An unwritable directory: root passes permission bits, so a read-only tmpfs (root only).
+  if (::geteuid() == 0) {
+    const std::string read_only = dir_ + "/ro";
+    fs::create_directories(read_only);
+    if (::mount("tmpfs", read_only.c_str(), "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV,
+                "size=64k") == 0) {
+      ApiServerOptions on_ro = options_;
+      on_ro.socket_path = read_only + "/api.sock";
+      auto denied = ApiServer::Start(on_ro, hub_, {});
+      ApiServerOptions below_ro = options_;
+      below_ro.socket_path = read_only + "/sub/api.sock";
+      auto not_created = ApiServer::Start(below_ro, hub_, {});
+      ::umount2(read_only.c_str(), MNT_DETACH);
+      ASSERT_FALSE(denied.ok());
+      EXPECT_NE(denied.error().message.find("not writable"), std::string::npos)
+          << denied.error().message;
+      ASSERT_FALSE(not_created.ok());
+      EXPECT_NE(not_created.error().message.find("create socket directory"), std::string::npos)
+          << not_created.error().message;
+    } else {
+      ADD_FAILURE() << "mount a read-only tmpfs: " << std::strerror(errno);
+    }
   }
   hub_->Publish(StepTrigger::kStartup, MakeStep(1000, {}));
   grpc::ClientContext context;
