@@ -6,6 +6,7 @@
 #include <map>
 #include <string_view>
 
+#include "api/report_proto.h"
 #include "model/json.h"
 
 namespace ad::cli {
@@ -221,119 +222,6 @@ std::string RenderNodeSection(const NodeSnapshot& snapshot, bool color) {
   return out;
 }
 
-void WriteErrors(JsonWriter& j, const std::vector<SourceError>& errors) {
-  j.Key("errors").BeginArray();
-  for (const auto& e : errors) {
-    j.BeginObject().Field("source", e.source()).Field("message", e.message).EndObject();
-  }
-  j.EndArray();
-}
-
-void WriteInts(JsonWriter& j, std::string_view key, const std::vector<int>& values) {
-  j.Key(key).BeginArray();
-  for (int v : values) j.Int(v);
-  j.EndArray();
-}
-
-void WriteUnixSocket(JsonWriter& j, const UnixSocket& socket) {
-  j.BeginObject();
-  j.Field("inode", socket.inode);
-  j.Field("peer_inode", socket.peer_inode);
-  j.Field("receive_queue", socket.receive_queue);
-  j.Field("send_queue", socket.send_queue);
-  WriteInts(j, "owner_pids", socket.owner_pids);
-  j.EndObject();
-}
-
-// node.zds / node.processes / node.ztunnels / node.cri (additive to v1; zds null when the ZDS
-// sources did not run).
-void WriteNodeSources(JsonWriter& j, const NodeSnapshot& snapshot) {
-  j.Field("zds_collected", snapshot.zds_collected);
-  if (!snapshot.zds_collected) {
-    j.Key("zds").Null();
-  } else {
-    const ZdsSocketState& zds = snapshot.zds;
-    j.Key("zds").BeginObject();
-    j.Field("path", zds.path);
-    j.Field("listener_found", zds.listener_found);
-    if (zds.listener_found) {
-      j.Key("listener").BeginObject();
-      j.Field("inode", zds.listener.inode);
-      WriteInts(j, "owner_pids", zds.listener.owner_pids);
-      j.Field("backlog",
-              static_cast<uint64_t>(std::max<size_t>(zds.listener.receive_queue,
-                                                     zds.listener.pending_client_inodes.size())));
-      j.EndObject();
-    } else {
-      j.Key("listener").Null();
-    }
-    j.Key("accepted").BeginArray();
-    for (const auto& socket : zds.accepted) WriteUnixSocket(j, socket);
-    j.EndArray();
-    j.Key("clients").BeginArray();
-    for (const auto& socket : zds.clients) WriteUnixSocket(j, socket);
-    j.EndArray();
-    WriteErrors(j, zds.errors);
-    j.EndObject();
-  }
-  j.Key("processes").BeginArray();
-  for (const ProcessNetnsFds& p : snapshot.processes) {
-    j.BeginObject();
-    j.Field("pid", p.pid);
-    j.Field("comm", p.comm);
-    j.Field("role", ProcessRoleName(p.role));
-    j.Field("start_time_unix_ms", p.start_time_unix_ms);
-    j.Field("own_netns_inode", p.own_netns_inode);
-    j.Key("netns_fd_inodes").BeginArray();
-    for (uint64_t inode : p.netns_fd_inodes) j.Uint(inode);
-    j.EndArray();
-    j.EndObject();
-  }
-  j.EndArray();
-  j.Key("ztunnels").BeginArray();
-  for (const ZtunnelAdminState& z : snapshot.ztunnels) {
-    j.BeginObject();
-    j.Field("pid", z.pid);
-    j.Field("netns_inode", z.netns_inode);
-    j.Field("admin_reachable", z.admin_reachable);
-    if (z.ready.has_value()) {
-      j.Field("ready", *z.ready);
-    } else {
-      j.Key("ready").Null();
-    }
-    j.StringArray("pending_tasks", z.pending_tasks);
-    j.Key("workload_state").BeginArray();
-    for (const auto& w : z.workload_state) {
-      j.BeginObject().Field("pod_uid", w.pod_uid).Field("state", w.state);
-      j.Field("pod", w.name.empty() ? std::string() : w.namespace_name + "/" + w.name);
-      j.EndObject();
-    }
-    j.EndArray();
-    j.Field("workloads", static_cast<uint64_t>(z.workloads.size()));
-    if (z.active_proxy_count) {
-      j.Field("active_proxy_count", *z.active_proxy_count);
-    } else {
-      j.Key("active_proxy_count").Null();
-    }
-    if (z.pending_proxy_count) {
-      j.Field("pending_proxy_count", *z.pending_proxy_count);
-    } else {
-      j.Key("pending_proxy_count").Null();
-    }
-    WriteErrors(j, z.errors);
-    j.EndObject();
-  }
-  j.EndArray();
-  const CriState& cri = snapshot.cri;
-  j.Key("cri").BeginObject();
-  j.Field("available", cri.available);
-  j.Field("endpoint", cri.endpoint);
-  j.Field("runtime", cri.runtime);
-  j.Field("pods", static_cast<uint64_t>(cri.pods.size()));
-  WriteErrors(j, cri.errors);
-  j.EndObject();
-}
-
 void WriteFinding(JsonWriter& j, const Finding& f) {
   j.BeginObject();
   j.Field("code", f.code_name());
@@ -472,100 +360,7 @@ std::string RenderReportTable(const NodeSnapshot& snapshot, const NodeAnalysis& 
 }
 
 std::string RenderReportJson(const NodeSnapshot& snapshot, const NodeAnalysis& analysis) {
-  Counts counts = Count(analysis);
-  JsonWriter j;
-  j.BeginObject();
-  j.Field("schema", kReportSchema);
-  j.Key("node").BeginObject();
-  j.Field("name", snapshot.node_name);
-  j.Field("taken_at_unix_ms", snapshot.taken_at_unix_ms);
-  j.Field("scan_ms", snapshot.scan_ms);
-  j.Key("errors").BeginArray();
-  for (const auto& e : snapshot.errors) {
-    j.BeginObject().Field("source", e.source()).Field("message", e.message).EndObject();
-  }
-  j.EndArray();
-  WriteNodeSources(j, snapshot);
-  j.EndObject();
-
-  j.Key("summary").BeginObject();
-  j.Field("netns_scanned", static_cast<uint64_t>(snapshot.netns.size()));
-  j.Key("by_mode").BeginObject();
-  for (const char* mode : {"ambient", "sidecar", "conflict", "none"}) {
-    j.Field(mode, counts.by_mode[mode]);
-  }
-  j.EndObject();
-  j.Key("findings").BeginObject();
-  j.Field("critical", counts.critical).Field("warning", counts.warning).Field("info", counts.info);
-  j.EndObject();
-  j.EndObject();
-
-  j.Key("netns").BeginArray();
-  for (size_t i = 0; i < snapshot.netns.size() && i < analysis.netns.size(); ++i) {
-    const auto& ns = snapshot.netns[i];
-    const auto& c = analysis.netns[i];
-    j.BeginObject();
-    j.Field("path", ns.netns.PrimaryPath());
-    j.StringArray("paths", ns.netns.paths);
-    j.Field("inode", ns.netns.inode);
-    j.Field("host", ns.netns.is_host);
-    j.Key("pids").BeginArray();
-    for (int pid : ns.netns.pids) j.Int(pid);
-    j.EndArray();
-    j.Field("mode", DataplaneModeName(c.mode));
-    std::vector<std::string> names;
-    for (Backend b : c.ambient_backends) names.emplace_back(BackendName(b));
-    j.StringArray("ambient_backends", names);
-    names.clear();
-    for (Backend b : c.sidecar_backends) names.emplace_back(BackendName(b));
-    j.StringArray("sidecar_backends", names);
-    names.clear();
-    for (Family f : c.families) names.emplace_back(FamilyName(f));
-    j.StringArray("families", names);
-    if (c.variant) {
-      j.Key("variant").BeginObject();
-      j.Field("dns_capture", c.variant->dns_capture);
-      j.Field("ingress_mode", c.variant->ingress_mode);
-      j.StringArray("virtual_interfaces", c.variant->virtual_interfaces);
-      j.Field("ipv6", c.variant->ipv6);
-      j.EndObject();
-    } else {
-      j.Key("variant").Null();
-    }
-    j.Field("host_rules", c.host_rules_present);
-    names.clear();
-    for (Backend b : c.host_backends) names.emplace_back(BackendName(b));
-    j.StringArray("host_backends", names);
-    j.Field("status", NetnsStatus(analysis, ns.netns.inode));
-    j.Field("unreadable", ns.unreadable);
-    j.Key("errors").BeginArray();
-    for (const auto& e : ns.errors) {
-      j.BeginObject().Field("source", e.source()).Field("message", e.message).EndObject();
-    }
-    j.EndArray();
-    j.Field("scan_ms", ns.scan_ms);
-    if (c.pod.empty()) {
-      j.Key("pod").Null();
-    } else {
-      j.Field("pod", c.pod);
-    }
-    j.Field("pod_uid", c.pod_uid);
-    j.Field("zds_state", ZdsStateName(c.zds_state));
-    j.Key("ztunnel_listeners").BeginArray();
-    for (uint16_t port : c.ztunnel_listeners) j.Uint(port);
-    j.EndArray();
-    j.Key("ztunnel_pids").BeginArray();
-    for (int pid : c.ztunnel_pids) j.Int(pid);
-    j.EndArray();
-    j.EndObject();
-  }
-  j.EndArray();
-
-  j.Key("findings").BeginArray();
-  for (const auto& f : analysis.findings) WriteFinding(j, f);
-  j.EndArray();
-  j.EndObject();
-  return j.str();
+  return api::ToJson(api::BuildReport(snapshot, analysis));
 }
 
 }  // namespace ad::cli

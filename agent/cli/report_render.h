@@ -1,17 +1,19 @@
 // Renders a scanned node (snapshot + analysis) as the human report or the JSON document
-// "ambient-doctor.report/v1". Pure functions: unit-tested without root.
+// "ambient-doctor.report/v2" (the protobuf JSON of ambientdoctor.v1.Report). Pure functions:
+// unit-tested without root.
 #pragma once
 
 #include <string>
 
 #include "analysis/analysis.h"
 #include "analysis/history.h"
+#include "api/report_proto.h"
 #include "model/snapshot.h"
 #include "report/report_policy.h"
 
 namespace ad::cli {
 
-inline constexpr const char* kReportSchema = "ambient-doctor.report/v1";
+inline constexpr const char* kReportSchema = api::kReportSchema;
 inline constexpr const char* kChangesSchema = "ambient-doctor.changes/v1";
 
 struct RenderOptions {

@@ -38,6 +38,8 @@ std::string_view SourceKindName(SourceKind kind) {
       return "iptables-text";
     case SourceKind::kNftText:
       return "nft-text";
+    case SourceKind::kApi:
+      return "api";
     case SourceKind::kLab:
       return "lab";
   }

@@ -28,7 +28,8 @@ enum class SourceKind : uint8_t {
   kCri,                // "cri": the container runtime
   kIptablesText,       // "iptables-text": offline iptables-save parser
   kNftText,            // "nft-text": offline nft text parser
-  kLab,                // "lab": the test lab and its peer emulators (tests/sim), never the agent
+  kApi,                // "api": the gRPC API server (its socket)
+  kLab,                // "lab": test and bench tooling (tests/sim, bench), never the agent
 };
 std::string_view SourceKindName(SourceKind kind);
 inline constexpr int kSourceKindCount = static_cast<int>(SourceKind::kLab) + 1;

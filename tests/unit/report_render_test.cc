@@ -48,7 +48,7 @@ NodeAnalysis OneCriticalFinding() {
 
 TEST(ReportRender, JsonHasStableSchemaAndFields) {
   std::string json = RenderReportJson(TwoNetnsNode(), OneCriticalFinding());
-  EXPECT_NE(json.find(R"("schema": "ambient-doctor.report/v1")"), std::string::npos);
+  EXPECT_NE(json.find(R"("schema": "ambient-doctor.report/v2")"), std::string::npos);
   EXPECT_NE(json.find(R"("code": "MIXED_BACKEND")"), std::string::npos);
   EXPECT_NE(json.find(R"("severity": "critical")"), std::string::npos);
   EXPECT_NE(json.find(R"("inode": 200)"), std::string::npos);
@@ -174,12 +174,13 @@ TEST(ReportRender, ZdsColumnsAndNodeSectionOnlyWhenCollected) {
 TEST(ReportRender, JsonZdsFieldsAreAdditive) {
   const std::string plain = RenderReportJson(TwoNetnsNode(), OneCriticalFinding());
   EXPECT_NE(plain.find(R"("zds_collected": false)"), std::string::npos);
-  EXPECT_NE(plain.find(R"("zds": null)"), std::string::npos);
+  // report/v2: unknown values are absent (report/v1 wrote null).
+  EXPECT_EQ(plain.find(R"("zds":)"), std::string::npos);
   EXPECT_NE(plain.find(R"("zds_state": "n.a.")"), std::string::npos);
-  EXPECT_NE(plain.find(R"("since_unix_ms": null)"), std::string::npos);
+  EXPECT_EQ(plain.find(R"("since_unix_ms":)"), std::string::npos);
 
   const std::string json = RenderReportJson(ZdsNode(), ZdsAnalysis());
-  EXPECT_NE(json.find(R"("schema": "ambient-doctor.report/v1")"), std::string::npos);
+  EXPECT_NE(json.find(R"("schema": "ambient-doctor.report/v2")"), std::string::npos);
   EXPECT_NE(json.find(R"("zds_state": "stalled")"), std::string::npos);
   EXPECT_NE(json.find(R"("pod": "demo/echo")"), std::string::npos);
   EXPECT_NE(json.find(R"("pod_uid": "uid-echo")"), std::string::npos);

@@ -1,0 +1,558 @@
+#include "api/api_server.h"
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <filesystem>
+#include <list>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "ambientdoctor/v1/ambient_doctor.grpc.pb.h"
+#include "analysis/analysis.h"
+#include "api/report_proto.h"
+#include "report/report_policy.h"
+#include "sources/unique_fd.h"
+
+namespace ad::api {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr const char* kServiceName = "ambientdoctor.v1.AmbientDoctor";
+
+SourceError ApiError(std::string message, int err = 0) {
+  return SourceError{SourceKind::kApi, std::move(message), err};
+}
+
+int64_t NowUnixMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// True when something accepts connections on the unix socket at `path` (a live server).
+bool SocketAnswers(const std::string& path) {
+  UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd.valid() || path.size() >= sizeof(sockaddr_un::sun_path)) return false;
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  path.copy(addr.sun_path, path.size());
+  return ::connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) == 0;
+}
+
+// Every source a scan consults, and whether it failed in this result.
+std::map<SourceKind, std::string> SourcesOf(const EngineStep& step) {
+  std::map<SourceKind, std::string> sources;
+  for (SourceKind kind : {SourceKind::kNetns, SourceKind::kNftables, SourceKind::kLegacyIpv4,
+                          SourceKind::kLegacyIpv6, SourceKind::kRoute, SourceKind::kSockDiag}) {
+    sources[kind];
+  }
+  const NodeSnapshot& s = step.snapshot;
+  if (s.zds_collected) {
+    for (SourceKind kind : {SourceKind::kZds, SourceKind::kProc, SourceKind::kZtunnel}) {
+      sources[kind];
+    }
+  }
+  if (s.cri.available || !s.cri.errors.empty()) sources[SourceKind::kCri];
+  auto note = [&sources](const std::vector<SourceError>& errors) {
+    for (const SourceError& e : errors) {
+      std::string& first = sources[e.kind];
+      if (first.empty()) first = e.message.empty() ? "failed" : e.message;
+    }
+  };
+  note(s.errors);
+  note(s.zds.errors);
+  note(s.cri.errors);
+  for (const ZtunnelAdminState& z : s.ztunnels) note(z.errors);
+  for (const NetnsSnapshot& ns : s.netns) note(ns.errors);
+  return sources;
+}
+
+}  // namespace
+
+Result<bool> PrepareSocketPath(const std::string& socket_path) {
+  namespace fs = std::filesystem;
+  if (socket_path.empty() || socket_path.size() >= sizeof(sockaddr_un::sun_path)) {
+    return ApiError("socket path '" + socket_path + "' is empty or longer than " +
+                    std::to_string(sizeof(sockaddr_un::sun_path) - 1) + " bytes");
+  }
+  const fs::path dir = fs::path(socket_path).parent_path();
+  std::error_code ec;
+  if (!dir.empty() && !fs::exists(dir, ec)) {
+    fs::create_directories(dir.parent_path(), ec);
+    if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
+      return ErrnoError(SourceKind::kApi, "create socket directory " + dir.string());
+    }
+  }
+  struct stat dir_stat {};
+  if (!dir.empty()) {
+    if (::stat(dir.c_str(), &dir_stat) != 0) {
+      return ErrnoError(SourceKind::kApi, "socket directory " + dir.string());
+    }
+    if (!S_ISDIR(dir_stat.st_mode)) {
+      return ApiError("socket directory " + dir.string() + " is not a directory", ENOTDIR);
+    }
+    if (::access(dir.c_str(), W_OK | X_OK) != 0) {
+      return ErrnoError(SourceKind::kApi, "socket directory " + dir.string() + " is not writable");
+    }
+  }
+  struct stat st {};
+  if (::lstat(socket_path.c_str(), &st) != 0) {
+    if (errno == ENOENT) return true;
+    return ErrnoError(SourceKind::kApi, "socket path " + socket_path);
+  }
+  if (!S_ISSOCK(st.st_mode)) {
+    return ApiError("socket path " + socket_path + " exists and is not a socket; not replacing it",
+                    EEXIST);
+  }
+  if (SocketAnswers(socket_path)) {
+    return ApiError("another server is listening on " + socket_path, EADDRINUSE);
+  }
+  if (::unlink(socket_path.c_str()) != 0) {  // a stale socket of a previous run
+    return ErrnoError(SourceKind::kApi, "remove stale socket " + socket_path);
+  }
+  return true;
+}
+
+struct ApiServer::Impl final : pb::AmbientDoctor::Service {
+  // One open stream, watched for a write that no longer completes.
+  struct Stream {
+    grpc::ServerContext* context = nullptr;
+    std::atomic<uint64_t> delivered{0};
+    std::atomic<int64_t> write_started_ms{0};  // steady ms, 0 when not writing
+    std::atomic<bool> dropped{false};
+  };
+
+  ApiServerOptions options;
+  std::shared_ptr<const ResultHub> hub;
+  NetnsReader netns_reader;
+  std::unique_ptr<grpc::Server> server;
+  const int64_t started_at_unix_ms = NowUnixMs();
+
+  std::atomic<bool> stopping{false};
+  std::atomic<int> active_streams{0};
+  std::atomic<uint64_t> streams_dropped{0};
+  std::atomic<uint64_t> streams_refused{0};
+  std::mutex streams_mutex;
+  std::list<Stream*> streams;
+
+  // Status, accumulated by following the hub.
+  struct SourceHealth {
+    std::string last_error;
+    int64_t last_success_unix_ms = 0;
+    uint64_t errors_total = 0;
+  };
+  mutable std::mutex status_mutex;
+  std::map<std::string, uint64_t> scans_by_trigger;
+  std::map<SourceKind, SourceHealth> source_health;
+  int64_t last_usable_scan_unix_ms = 0;
+
+  std::thread watchdog;
+  std::thread tracker;
+  bool shut_down = false;
+
+  static int64_t SteadyMs() {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now().time_since_epoch())
+        .count();
+  }
+
+  static bool DeadlinePassed(const grpc::ServerContext* context) {
+    return context->deadline() <= std::chrono::system_clock::now();
+  }
+
+  void Track(const PublishedResult& result) {
+    std::lock_guard lock(status_mutex);
+    scans_by_trigger[std::string(StepTriggerName(result.trigger))]++;
+    const int64_t taken = result.step.snapshot.taken_at_unix_ms;
+    if (result.step.usable) last_usable_scan_unix_ms = taken;
+    for (const auto& [kind, error] : SourcesOf(result.step)) {
+      SourceHealth& health = source_health[kind];
+      health.last_error = error;
+      if (error.empty()) {
+        health.last_success_unix_ms = taken;
+      } else {
+        health.errors_total++;
+      }
+    }
+  }
+
+  void RunTracker() {
+    uint64_t seen = 0;
+    while (!stopping.load()) {
+      ResultHub::Since since = hub->WaitSince(seen, options.stream_poll);
+      if (since.stopped) return;
+      for (const auto& result : since.results) {
+        Track(*result);
+        seen = result->sequence;
+      }
+    }
+  }
+
+  void RunWatchdog() {
+    while (!stopping.load()) {
+      std::this_thread::sleep_for(options.stream_poll);
+      const int64_t now = SteadyMs();
+      std::lock_guard lock(streams_mutex);
+      for (Stream* stream : streams) {
+        const int64_t started = stream->write_started_ms.load();
+        if (started == 0 || stream->dropped.load()) continue;
+        const bool stalled = now - started > options.stalled_write_timeout.count();
+        const bool behind = hub->WaitSince(stream->delivered.load(), {}).gap;
+        if (stalled || behind) {
+          stream->dropped = true;
+          streams_dropped++;
+          stream->context->TryCancel();
+        }
+      }
+    }
+  }
+
+  // Holds one of the max_streams slots and registers the stream with the watchdog.
+  class StreamSlot {
+   public:
+    StreamSlot(Impl& impl, grpc::ServerContext* context) : impl_(impl) {
+      if (impl_.active_streams.fetch_add(1) >= impl_.options.max_streams) {
+        impl_.active_streams--;
+        impl_.streams_refused++;
+        return;
+      }
+      acquired_ = true;
+      stream_.context = context;
+      std::lock_guard lock(impl_.streams_mutex);
+      impl_.streams.push_back(&stream_);
+    }
+    ~StreamSlot() {
+      if (!acquired_) return;
+      {
+        std::lock_guard lock(impl_.streams_mutex);
+        impl_.streams.remove(&stream_);
+      }
+      impl_.active_streams--;
+    }
+    StreamSlot(const StreamSlot&) = delete;
+    StreamSlot& operator=(const StreamSlot&) = delete;
+    bool acquired() const { return acquired_; }
+    Stream& stream() { return stream_; }
+
+   private:
+    Impl& impl_;
+    Stream stream_;
+    bool acquired_ = false;
+  };
+
+  grpc::Status TooManyStreams() const {
+    return grpc::Status(
+        grpc::StatusCode::RESOURCE_EXHAUSTED,
+        "too many open streams (limit " + std::to_string(options.max_streams) + "); retry later");
+  }
+
+  grpc::Status GetReport(grpc::ServerContext* context, const pb::GetReportRequest*,
+                         pb::Report* reply) override {
+    if (DeadlinePassed(context)) {
+      return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "deadline passed before GetReport");
+    }
+    const auto latest = hub->Latest();
+    if (!latest) {
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE, "no scan has completed yet; retry");
+    }
+    const EngineStep& step = latest->step;
+    *reply = BuildReport(step.snapshot, step.analysis,
+                         ReportHistory{&step.finding_records, step.recently_resolved.get()});
+    return grpc::Status::OK;
+  }
+
+  grpc::Status GetStatus(grpc::ServerContext* context, const pb::GetStatusRequest*,
+                         pb::Status* reply) override {
+    if (DeadlinePassed(context)) {
+      return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "deadline passed before GetStatus");
+    }
+    reply->set_version(options.version);
+    reply->set_api_version("ambientdoctor.v1");
+    reply->set_started_at_unix_ms(static_cast<double>(started_at_unix_ms));
+    reply->set_flow_tracer_available(false);
+    const auto latest = hub->Latest();
+    reply->set_node(latest ? latest->step.snapshot.node_name : options.node_name);
+    if (latest) {
+      reply->set_scans(latest->sequence);
+      reply->set_last_scan_unix_ms(static_cast<double>(latest->step.snapshot.taken_at_unix_ms));
+      reply->set_netns_watched(static_cast<uint32_t>(latest->step.snapshot.netns.size()));
+      reply->set_open_findings(static_cast<uint32_t>(latest->step.analysis.findings.size()));
+    }
+    std::lock_guard lock(status_mutex);
+    for (const auto& [trigger, count] : scans_by_trigger) {
+      (*reply->mutable_scans_by_trigger())[trigger] = count;
+    }
+    reply->set_last_usable_scan_unix_ms(static_cast<double>(last_usable_scan_unix_ms));
+    for (const auto& [kind, health] : source_health) {
+      pb::SourceStatus* source = reply->add_sources();
+      source->set_source(std::string(SourceKindName(kind)));
+      source->set_healthy(health.last_error.empty());
+      source->set_last_error(health.last_error);
+      source->set_last_success_unix_ms(static_cast<double>(health.last_success_unix_ms));
+      source->set_errors_total(health.errors_total);
+    }
+    return grpc::Status::OK;
+  }
+
+  grpc::Status GetNetnsRules(grpc::ServerContext* context, const pb::GetNetnsRulesRequest* request,
+                             pb::NetnsRules* reply) override {
+    NetnsQuery query;
+    switch (request->netns_case()) {
+      case pb::GetNetnsRulesRequest::kInode:
+        if (request->inode() == 0) {
+          return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "inode must not be 0");
+        }
+        query.inode = request->inode();
+        break;
+      case pb::GetNetnsRulesRequest::kPath:
+        query.path = request->path();
+        if (query.path.empty() || query.path[0] != '/' || query.path.size() > 4096 ||
+            query.path.find('\0') != std::string::npos) {
+          return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                              "path must be an absolute path of at most 4096 bytes");
+        }
+        break;
+      case pb::GetNetnsRulesRequest::NETNS_NOT_SET:
+        return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "set netns.inode or netns.path");
+    }
+    if (!netns_reader) {
+      return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "this server reads no netns");
+    }
+    if (DeadlinePassed(context)) {
+      return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "deadline passed before the read");
+    }
+    Result<NetnsSnapshot> netns = netns_reader(query);
+    if (!netns) {
+      const int err = netns.error().error_number;
+      const auto code = (err == ENOENT || err == ESRCH)   ? grpc::StatusCode::NOT_FOUND
+                        : (err == EPERM || err == EACCES) ? grpc::StatusCode::PERMISSION_DENIED
+                                                          : grpc::StatusCode::UNAVAILABLE;
+      return grpc::Status(code, std::string(netns.error().source()) + ": " + netns.error().message);
+    }
+    // Judge the rules now; pod and ZDS state come from the latest node scan, which has CRI and ZDS.
+    NetnsClassification classification = Classify(*netns);
+    NodeAnalysis node_analysis;
+    if (const auto latest = hub->Latest()) {
+      node_analysis = latest->step.analysis;
+      for (const NetnsClassification& c : latest->step.analysis.netns) {
+        if (c.netns_inode != netns->netns.inode) continue;
+        classification.pod = c.pod;
+        classification.pod_uid = c.pod_uid;
+        classification.zds_state = c.zds_state;
+        classification.ztunnel_listeners = c.ztunnel_listeners;
+        classification.ztunnel_pids = c.ztunnel_pids;
+      }
+    }
+    *reply = BuildNetnsRules(*netns, classification, node_analysis);
+    return grpc::Status::OK;
+  }
+
+  // Writes one event; false when the client is gone or the watchdog dropped the stream.
+  bool Send(Stream& stream, grpc::ServerWriter<pb::FindingEvent>* writer,
+            const pb::FindingEvent& event) {
+    stream.write_started_ms = SteadyMs();
+    const bool ok = writer->Write(event);
+    stream.write_started_ms = 0;
+    return ok && !stream.dropped.load();
+  }
+
+  grpc::Status EndedStream(const Stream& stream, grpc::ServerContext* context) const {
+    if (stream.dropped.load()) {
+      return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                          "stream dropped: the client did not read its events");
+    }
+    if (stopping.load()) {
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE, "server shutting down");
+    }
+    if (DeadlinePassed(context)) {
+      return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "stream deadline reached");
+    }
+    return grpc::Status(grpc::StatusCode::CANCELLED, "stream cancelled");
+  }
+
+  grpc::Status WatchFindings(grpc::ServerContext* context, const pb::WatchFindingsRequest*,
+                             grpc::ServerWriter<pb::FindingEvent>* writer) override {
+    StreamSlot slot(*this, context);
+    if (!slot.acquired()) return TooManyStreams();
+    Stream& stream = slot.stream();
+
+    // The current set, from the latest result.
+    std::map<std::string, pb::Finding> open;  // by FindingIdentity
+    uint64_t sequence = 0;
+    double taken_at = 0;
+    std::vector<pb::Finding> current;
+    if (const auto latest = hub->Latest()) {
+      sequence = latest->sequence;
+      const EngineStep& step = latest->step;
+      taken_at = static_cast<double>(step.snapshot.taken_at_unix_ms);
+      const bool with_records = step.finding_records.size() == step.analysis.findings.size();
+      for (size_t i = 0; i < step.analysis.findings.size(); ++i) {
+        const Finding& f = step.analysis.findings[i];
+        current.push_back(with_records ? BuildFinding(step.finding_records[i]) : BuildFinding(f));
+        open[FindingIdentity(f)] = current.back();
+      }
+    }
+    stream.delivered = sequence;
+    for (size_t i = 0; i < current.size() || (i == 0 && current.empty()); ++i) {
+      pb::FindingEvent event;
+      event.set_kind(pb::FindingEvent::KIND_CURRENT);
+      if (!current.empty()) *event.mutable_finding() = current[i];
+      event.set_sequence(sequence);
+      event.set_taken_at_unix_ms(taken_at);
+      event.set_end_of_current(i + 1 >= current.size());
+      if (!Send(stream, writer, event)) return EndedStream(stream, context);
+    }
+
+    while (true) {
+      if (context->IsCancelled() || stopping.load()) return EndedStream(stream, context);
+      ResultHub::Since since = hub->WaitSince(sequence, options.stream_poll);
+      if (since.stopped) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "server shutting down");
+      if (since.gap) {
+        streams_dropped++;
+        return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                            "stream fell behind the result ring after sequence " +
+                                std::to_string(sequence) + "; reconnect for the current set");
+      }
+      for (const auto& result : since.results) {
+        for (const pb::FindingEvent& event : EventsOf(*result, open)) {
+          if (!Send(stream, writer, event)) return EndedStream(stream, context);
+        }
+        sequence = result->sequence;
+        stream.delivered = sequence;
+      }
+    }
+  }
+
+  // Opened, updated and resolved events of one result; `open` follows along.
+  static std::vector<pb::FindingEvent> EventsOf(const PublishedResult& result,
+                                                std::map<std::string, pb::Finding>& open) {
+    std::vector<pb::FindingEvent> events;
+    const EngineStep& step = result.step;
+    auto add = [&](pb::FindingEvent::Kind kind, pb::Finding finding) {
+      pb::FindingEvent& event = events.emplace_back();
+      event.set_kind(kind);
+      *event.mutable_finding() = std::move(finding);
+      event.set_sequence(result.sequence);
+      event.set_taken_at_unix_ms(static_cast<double>(step.snapshot.taken_at_unix_ms));
+    };
+    std::set<std::string> changed;
+    for (const FindingChange& change : step.changes) {
+      const std::string id = FindingIdentity(change.finding);
+      changed.insert(id);
+      if (change.kind == FindingChange::Kind::kResolved) {
+        pb::Finding finding = BuildFinding(change.finding);
+        if (auto it = open.find(id); it != open.end()) {
+          finding = it->second;
+          open.erase(it);
+        }
+        finding.set_resolved_at_unix_ms(static_cast<double>(step.snapshot.taken_at_unix_ms));
+        add(pb::FindingEvent::KIND_RESOLVED, std::move(finding));
+      }
+    }
+    if (!step.usable) return events;
+    const bool with_records = step.finding_records.size() == step.analysis.findings.size();
+    for (size_t i = 0; i < step.analysis.findings.size(); ++i) {
+      const Finding& f = step.analysis.findings[i];
+      const std::string id = FindingIdentity(f);
+      pb::Finding finding = with_records ? BuildFinding(step.finding_records[i]) : BuildFinding(f);
+      auto it = open.find(id);
+      if (it == open.end()) {
+        open[id] = finding;
+        add(pb::FindingEvent::KIND_OPENED, std::move(finding));
+        continue;
+      }
+      const pb::Finding& before = it->second;
+      const bool updated = before.severity() != finding.severity() ||
+                           before.summary() != finding.summary() || before.pod() != finding.pod() ||
+                           !std::equal(before.evidence().begin(), before.evidence().end(),
+                                       finding.evidence().begin(), finding.evidence().end());
+      it->second = finding;
+      if (updated && !changed.contains(id)) {
+        add(pb::FindingEvent::KIND_UPDATED, std::move(finding));
+      }
+    }
+    return events;
+  }
+
+  grpc::Status StreamFlows(grpc::ServerContext*, const pb::StreamFlowsRequest*,
+                           grpc::ServerWriter<pb::Flow>*) override {
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                        "flow tracing needs the eBPF flow tracer, which this build does not have "
+                        "yet; the Flow messages are defined for it");
+  }
+};
+
+Result<std::unique_ptr<ApiServer>> ApiServer::Start(ApiServerOptions options,
+                                                    std::shared_ptr<const ResultHub> hub,
+                                                    NetnsReader netns_reader) {
+  if (!hub) return ApiError("no result hub");
+  if (Result<bool> prepared = PrepareSocketPath(options.socket_path); !prepared) {
+    return prepared.error();
+  }
+  auto impl = std::make_unique<Impl>();
+  impl->options = std::move(options);
+  impl->hub = std::move(hub);
+  impl->netns_reader = std::move(netns_reader);
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("unix:" + impl->options.socket_path, grpc::InsecureServerCredentials());
+  builder.RegisterService(impl.get());
+  builder.SetMaxReceiveMessageSize(impl->options.max_request_bytes);
+  builder.SetMaxSendMessageSize(impl->options.max_response_bytes);
+  impl->server = builder.BuildAndStart();
+  if (!impl->server) {
+    return ApiError("gRPC could not listen on unix:" + impl->options.socket_path);
+  }
+  // The directory is 0700 already; the socket itself is for root only as well.
+  if (::chmod(impl->options.socket_path.c_str(), 0600) != 0) {
+    const int err = errno;
+    impl->server->Shutdown();
+    return ErrnoError(SourceKind::kApi, "chmod 0600 " + impl->options.socket_path, err);
+  }
+  if (auto* health = impl->server->GetHealthCheckService()) {
+    health->SetServingStatus(true);
+    health->SetServingStatus(kServiceName, true);
+  }
+  Impl* raw = impl.get();
+  impl->tracker = std::thread([raw] { raw->RunTracker(); });
+  impl->watchdog = std::thread([raw] { raw->RunWatchdog(); });
+  return std::unique_ptr<ApiServer>(new ApiServer(std::move(impl)));
+}
+
+ApiServer::ApiServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+ApiServer::~ApiServer() { Shutdown(); }
+
+void ApiServer::Shutdown(std::chrono::milliseconds grace) {
+  if (!impl_ || impl_->shut_down) return;
+  impl_->shut_down = true;
+  impl_->stopping = true;
+  if (auto* health = impl_->server->GetHealthCheckService()) {
+    health->SetServingStatus(false);
+  }
+  impl_->server->Shutdown(std::chrono::system_clock::now() + grace);
+  impl_->server->Wait();
+  if (impl_->tracker.joinable()) impl_->tracker.join();
+  if (impl_->watchdog.joinable()) impl_->watchdog.join();
+  ::unlink(impl_->options.socket_path.c_str());
+}
+
+const std::string& ApiServer::socket_path() const { return impl_->options.socket_path; }
+
+ApiServerCounters ApiServer::counters() const {
+  return ApiServerCounters{impl_->active_streams.load(), impl_->streams_dropped.load(),
+                           impl_->streams_refused.load()};
+}
+
+}  // namespace ad::api

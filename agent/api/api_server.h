@@ -1,0 +1,82 @@
+// The gRPC API (ambientdoctor.v1.AmbientDoctor) over a unix socket, reading a ResultHub: outputs
+// never scan, so GetReport and GetStatus answer from the latest published result, and
+// WatchFindings follows the hub. Only GetNetnsRules reads the kernel, through an injected reader.
+//
+// Also served: grpc.health.v1 (SERVING) and server reflection. Limits: request size, response
+// size, concurrent streams; a stream whose client falls behind the hub's ring is ended with
+// RESOURCE_EXHAUSTED (or cancelled when it is stuck in a write); publishing never waits for it.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "engine/result_hub.h"
+#include "model/result.h"
+#include "model/snapshot.h"
+
+namespace ad::api {
+
+inline constexpr const char* kDefaultSocketPath = "/run/ambient-doctor/api.sock";
+
+struct ApiServerOptions {
+  std::string socket_path = kDefaultSocketPath;  // its directory is created 0700; socket 0600
+  int max_request_bytes = 16 * 1024;             // requests are tiny; larger ones are rejected
+  int max_response_bytes = 64 * 1024 * 1024;     // a report of thousands of netns fits
+  int max_streams = 32;                          // WatchFindings + StreamFlows, all clients
+  // How often a stream looks at its deadline and cancellation while the hub is quiet.
+  std::chrono::milliseconds stream_poll{100};
+  // A stream whose write has not completed for this long (the client stopped reading) is
+  // cancelled, even before the hub's ring has moved past it.
+  std::chrono::milliseconds stalled_write_timeout{10000};
+  std::string version = "dev";
+  std::string node_name;
+};
+
+// Which netns GetNetnsRules asks for: an nsfs inode or a path (exactly one set).
+struct NetnsQuery {
+  uint64_t inode = 0;
+  std::string path;
+};
+// Reads one netns now (on the caller's thread; the reader does its own worker/NetnsGuard work).
+using NetnsReader = std::function<Result<NetnsSnapshot>(const NetnsQuery&)>;
+
+struct ApiServerCounters {
+  int active_streams = 0;
+  uint64_t streams_dropped = 0;  // ended with RESOURCE_EXHAUSTED or cancelled as stuck
+  uint64_t streams_refused = 0;  // over max_streams
+};
+
+class ApiServer {
+ public:
+  // Prepares the socket path (see README "gRPC API"), binds and starts serving. Errors: the
+  // directory cannot be created or written, the path is a non-socket file, another server
+  // answers on it, or gRPC could not bind.
+  static Result<std::unique_ptr<ApiServer>> Start(ApiServerOptions options,
+                                                  std::shared_ptr<const ResultHub> hub,
+                                                  NetnsReader netns_reader);
+  ~ApiServer();  // Shutdown() with a short grace
+  ApiServer(const ApiServer&) = delete;
+  ApiServer& operator=(const ApiServer&) = delete;
+
+  // Ends streams (they get CANCELLED or their final status), stops accepting and removes the
+  // socket file. Idempotent.
+  void Shutdown(std::chrono::milliseconds grace = std::chrono::milliseconds(500));
+
+  const std::string& socket_path() const;
+  ApiServerCounters counters() const;
+
+  struct Impl;
+
+ private:
+  explicit ApiServer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// Checks and prepares `socket_path` for binding (exposed for tests): creates a missing directory
+// 0700, removes a stale socket nobody answers on; errors for everything else.
+Result<bool> PrepareSocketPath(const std::string& socket_path);
+
+}  // namespace ad::api
