@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "analysis/analysis.h"
+#include "api/api_server.h"
 #include "cli/flags.h"
 #include "cli/report_render.h"
 #include "cli/rules_render.h"
@@ -410,6 +411,41 @@ int RunWatch(const std::vector<std::string>& args) {
   return exit_code;
 }
 
+// GetNetnsRules: a netns by path, or by inode through the latest snapshot, read now on a worker
+// thread (setns happens on threads made for it, never on a gRPC thread).
+api::NetnsReader MakeNetnsReader(std::shared_ptr<const ResultHub> hub) {
+  return [hub](const api::NetnsQuery& query) -> Result<NetnsSnapshot> {
+    NetnsRecord record;
+    if (!query.path.empty()) {
+      struct stat st {};
+      if (::stat(query.path.c_str(), &st) != 0) {
+        return ErrnoError(SourceKind::kNetns, "stat(" + query.path + ")");
+      }
+      record.dev = st.st_dev;
+      record.inode = st.st_ino;
+      record.paths = {query.path};
+    } else {
+      const auto latest = hub->Latest();
+      const NetnsSnapshot* known = nullptr;
+      if (latest) {
+        for (const NetnsSnapshot& netns : latest->step.snapshot.netns) {
+          if (netns.netns.inode == query.inode) known = &netns;
+        }
+      }
+      if (known == nullptr) {
+        return SourceError{
+            SourceKind::kNetns,
+            "no netns with inode " + std::to_string(query.inode) + " in the latest scan", ENOENT};
+      }
+      record = known->netns;
+    }
+    std::optional<NetnsSnapshot> read;
+    std::thread worker([&] { read = MakeKernelInspector(ReadLimits{})->Inspect(record); });
+    worker.join();
+    return std::move(*read);
+  };
+}
+
 // The running daemon, for the signal handler (Stop() is async-signal-safe).
 std::atomic<Daemon*> g_daemon{nullptr};
 
@@ -443,6 +479,12 @@ int RunServe(const std::vector<std::string>& args) {
              .takes_value = false,
              .help = "Do not subscribe to nf_tables/rtnetlink events: re-read every netns on "
                      "every --interval."});
+  flags.Add({.name = "api-socket",
+             .value_name = "PATH",
+             .default_text = "/run/ambient-doctor/api.sock",
+             .help = "Unix socket of the gRPC API (ambientdoctor.v1.AmbientDoctor, health, "
+                     "reflection); its directory is created 0700, the socket is 0600. \"off\" "
+                     "disables it."});
   flags.Add({.name = "metrics-address",
              .value_name = "HOST:PORT",
              .default_text = "0.0.0.0:9977",
@@ -538,6 +580,24 @@ int RunServe(const std::vector<std::string>& args) {
                                 format));
   }
   std::thread metrics_feed([&exporter, &daemon] { exporter.FollowHub(daemon.hub()); });
+  std::unique_ptr<api::ApiServer> api_server;
+  if (const std::string socket = flags.Get("api-socket", api::kDefaultSocketPath);
+      socket != "off") {
+    api::ApiServerOptions api_options;
+    api_options.socket_path = socket;
+    api_options.version = kVersion;
+    auto started = api::ApiServer::Start(api_options, daemon.shared_hub(),
+                                         MakeNetnsReader(daemon.shared_hub()));
+    if (!started.ok()) {
+      spdlog::error("{}", NoteLine("gRPC API: " + started.error().message, format));
+      daemon.Stop();
+      daemon.hub().Stop();
+      metrics_feed.join();
+      return kExitScanFailed;
+    }
+    api_server = std::move(*started);
+    spdlog::info("{}", NoteLine("gRPC API on unix:" + socket, format));
+  }
   g_daemon = &daemon;
   struct sigaction action {};
   action.sa_handler = StopDaemonOnSignal;
@@ -545,9 +605,10 @@ int RunServe(const std::vector<std::string>& args) {
   ::sigaction(SIGTERM, &action, nullptr);
   ::sigaction(SIGINT, &action, nullptr);
   spdlog::info("{}", NoteLine("serving", format));
-  daemon.Run(format);  // stops the hub when it returns: the feed thread ends too
+  daemon.Run(format);  // stops the hub when it returns: the feed thread and streams end too
   g_daemon = nullptr;
   metrics_feed.join();
+  if (api_server) api_server->Shutdown();
   if (endpoint) endpoint->Stop();
   spdlog::info("{}",
                NoteLine("stopped after " + std::to_string(daemon.steps()) + " scans", format));

@@ -87,7 +87,7 @@ Daemon::Daemon(DaemonOptions options, std::unique_ptr<NetnsInspector> inspector,
                Engine::Clock clock)
     : options_(std::move(options)),
       engine_(options_.engine, std::move(inspector), std::move(clock), options_.resolved_ring),
-      hub_(options_.hub_ring),
+      hub_(std::make_shared<ResultHub>(options_.hub_ring)),
       wake_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
 
 void Daemon::Stop() {
@@ -126,7 +126,7 @@ void Daemon::StepAndPublish(StepTrigger trigger, const StepPlan& plan, LogFormat
   }
   const size_t netns_read = plan.full ? step.snapshot.netns.size() : plan.dirty_netns.size();
   if (options_.on_step) options_.on_step(trigger, seconds, netns_read);
-  hub_.Publish(trigger, std::move(step));
+  hub_->Publish(trigger, std::move(step));
 }
 
 void Daemon::Run(LogFormat format) {
@@ -223,7 +223,7 @@ void Daemon::Run(LogFormat format) {
            StepPlan{.full = false, .dirty_netns = dirty, .node_sources = false});
     }
   }
-  hub_.Stop();  // streams get their final status
+  hub_->Stop();  // streams get their final status
 }
 
 }  // namespace ad

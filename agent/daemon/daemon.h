@@ -50,7 +50,8 @@ class Daemon {
   explicit Daemon(DaemonOptions options);
   Daemon(DaemonOptions options, std::unique_ptr<NetnsInspector> inspector, Engine::Clock clock);
 
-  ResultHub& hub() { return hub_; }
+  ResultHub& hub() { return *hub_; }
+  std::shared_ptr<const ResultHub> shared_hub() const { return hub_; }
 
   // Steps at start; then on change events (only the dirty netns), every poll interval (node
   // sources + what the legacy fingerprints flagged) and every full resync, until Stop(). Logs
@@ -67,7 +68,7 @@ class Daemon {
 
   DaemonOptions options_;
   Engine engine_;
-  ResultHub hub_;
+  std::shared_ptr<ResultHub> hub_;
   UniqueFd wake_;  // eventfd: Stop() writes it; Run() checks it between waits
   uint64_t steps_ = 0;
   bool failing_ = false;

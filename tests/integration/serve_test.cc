@@ -1,17 +1,20 @@
 // `ambient-doctor serve` end to end on the lab: the real binary scans on its interval, serves
 // /metrics and /healthz with the lab's state, logs each finding once (not once per scan), and
 // stops cleanly on SIGTERM.
+#include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <regex>
 #include <sstream>
 #include <string>
 #include <thread>
 
+#include "ambientdoctor/v1/ambient_doctor.grpc.pb.h"
 #include "child_process_util.h"
 #include "lab/lab.h"
 #include "scoped_child.h"
@@ -49,9 +52,11 @@ TEST(Serve, MetricsHealthLogsAndCleanStop) {
 
   testing::ScopedTempDir dir("adt-serve");
   const std::string log = dir.path() + "/serve.log";
-  testing::ScopedChild serve({kDoctor, "serve", "--lab-prefix", options.prefix, "--interval",
-                              "200ms", "--metrics-address", "127.0.0.1:0"},
-                             "", log, /*with_stderr=*/true);
+  const std::string api_socket = dir.path() + "/api/api.sock";
+  testing::ScopedChild serve(
+      {kDoctor, "serve", "--lab-prefix", options.prefix, "--interval", "200ms", "--metrics-address",
+       "127.0.0.1:0", "--api-socket", api_socket},
+      "", log, /*with_stderr=*/true);
   // The endpoint's port is in the log ("metrics on 127.0.0.1:PORT").
   const std::regex bound("metrics on 127\\.0\\.0\\.1:([0-9]+)");
   std::smatch match;
@@ -81,6 +86,31 @@ TEST(Serve, MetricsHealthLogsAndCleanStop) {
                       "\"critical\"} 1"),
             std::string::npos);
 
+  // The gRPC API answers from the same published result.
+  auto channel = grpc::CreateChannel("unix:" + api_socket, grpc::InsecureChannelCredentials());
+  auto stub = ambientdoctor::v1::AmbientDoctor::NewStub(channel);
+  {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    ambientdoctor::v1::Report report;
+    const grpc::Status status =
+        stub->GetReport(&context, ambientdoctor::v1::GetReportRequest{}, &report);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+    ASSERT_EQ(report.findings_size(), 1) << report.DebugString();
+    EXPECT_EQ(report.findings(0).code(), "ZTUNNEL_LISTENERS_MISSING");
+    EXPECT_TRUE(report.findings(0).has_first_seen_unix_ms()) << "the daemon's history";
+  }
+  {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    ambientdoctor::v1::GetNetnsRulesRequest request;
+    request.set_path(lab.node().pods.at(1).netns_path);
+    ambientdoctor::v1::NetnsRules rules;
+    const grpc::Status status = stub->GetNetnsRules(&context, request, &rules);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+    EXPECT_NE(rules.DebugString().find("ISTIO_OUTPUT"), std::string::npos);
+  }
+
   std::this_thread::sleep_for(std::chrono::milliseconds(600));  // a few more scans
   serve.Signal(SIGTERM);
   EXPECT_EQ(serve.Wait(std::chrono::seconds(20)), 0) << "a clean exit on SIGTERM";
@@ -89,6 +119,7 @@ TEST(Serve, MetricsHealthLogsAndCleanStop) {
       << "one line per change, never one per scan:\n"
       << text;
   EXPECT_NE(text.find("stopped after"), std::string::npos) << text;
+  EXPECT_FALSE(std::filesystem::exists(api_socket)) << "the socket is removed on exit";
 }
 
 }  // namespace
