@@ -31,7 +31,7 @@ struct DaemonOptions {
   bool event_driven = true;
   std::chrono::milliseconds coalesce_window{10};  // quiet time after a burst of commits
   size_t resolved_ring = 1000;                    // resolved findings kept for history
-  size_t hub_ring = 64;                           // published results kept for lagging streams
+  size_t hub_ring = 32;                           // published results kept for lagging streams
   // Called after every step with its trigger, wall time and how many netns it re-read (metrics).
   std::function<void(StepTrigger, double seconds, size_t netns_read)> on_step;
   std::function<void()> on_event_overflow;  // an event socket lost events (ENOBUFS)

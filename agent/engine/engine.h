@@ -66,6 +66,9 @@ struct EngineStep {
   // !usable), and the engine's ring of recently resolved findings (shared, copied on change).
   std::vector<FindingRecord> finding_records;
   std::shared_ptr<const std::vector<FindingRecord>> recently_resolved;
+  // Set on results the hub keeps only for lagging streams: snapshot (but its node name and times)
+  // and analysis.netns are dropped; changes, findings and records are kept.
+  bool light = false;
 };
 
 // What one step reads. The daemon's steady state re-reads only what its change sources marked

@@ -18,6 +18,32 @@ std::string_view StepTriggerName(StepTrigger trigger) {
   return "unknown";
 }
 
+namespace {
+
+// What a lagging stream still needs of an older result: its changes and findings, not the whole
+// node snapshot (a few MB with hundreds of netns). Only the latest result stays complete.
+std::shared_ptr<const PublishedResult> Light(const PublishedResult& full) {
+  auto light = std::make_shared<PublishedResult>();
+  light->sequence = full.sequence;
+  light->trigger = full.trigger;
+  const EngineStep& from = full.step;
+  EngineStep& to = light->step;
+  to.snapshot.node_name = from.snapshot.node_name;
+  to.snapshot.taken_at_unix_ms = from.snapshot.taken_at_unix_ms;
+  to.snapshot.scan_ms = from.snapshot.scan_ms;
+  to.analysis.findings = from.analysis.findings;
+  to.usable = from.usable;
+  to.changes = from.changes;
+  to.source_changes = from.source_changes;
+  to.scan_recovered = from.scan_recovered;
+  to.finding_records = from.finding_records;
+  to.recently_resolved = from.recently_resolved;
+  to.light = true;
+  return light;
+}
+
+}  // namespace
+
 std::shared_ptr<const PublishedResult> ResultHub::Publish(StepTrigger trigger, EngineStep step) {
   auto result = std::make_shared<PublishedResult>();
   result->trigger = trigger;
@@ -25,6 +51,7 @@ std::shared_ptr<const PublishedResult> ResultHub::Publish(StepTrigger trigger, E
   {
     std::lock_guard lock(mutex_);
     result->sequence = next_sequence_++;
+    if (!ring_.empty() && !ring_.back()->step.light) ring_.back() = Light(*ring_.back());
     ring_.push_back(result);
     while (ring_.size() > ring_size_) ring_.pop_front();
   }

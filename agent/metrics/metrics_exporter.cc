@@ -233,6 +233,9 @@ void MetricsExporter::Consume(const PublishedResult& result) {
       metrics_->findings_opened[change.finding.code]->Increment();
     }
   }
+  // A light result (the hub's older entries) has no snapshot: its counts are all it gives; the
+  // gauges come from the complete latest result that follows it.
+  if (result.step.light) return;
   std::map<SourceKind, int> errors;
   ForEachSourceError(result.step.snapshot, [&errors](const SourceError& e) { ++errors[e.kind]; });
   for (auto& [kind, gauge] : metrics_->source_errors) gauge->Set(errors[kind]);

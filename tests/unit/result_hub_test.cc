@@ -51,6 +51,26 @@ TEST(ResultHub, WaitersWakeOnPublishAndOnStop) {
   EXPECT_TRUE(hub.WaitSince(1, milliseconds(10'000)).stopped) << "returns at once when stopped";
 }
 
+TEST(ResultHub, OnlyTheLatestResultKeepsItsSnapshot) {
+  ResultHub hub(4);
+  EngineStep step;
+  step.snapshot.netns.resize(3);
+  step.analysis.findings.resize(2);
+  step.changes.resize(1);
+  hub.Publish(StepTrigger::kPoll, step);
+  auto first = hub.Latest();
+  hub.Publish(StepTrigger::kPoll, step);
+  EXPECT_EQ(first->step.snapshot.netns.size(), 3u) << "a consumer's copy is never changed";
+  const ResultHub::Since since = hub.WaitSince(0, milliseconds(0));
+  ASSERT_EQ(since.results.size(), 2u);
+  EXPECT_TRUE(since.results[0]->step.light);
+  EXPECT_TRUE(since.results[0]->step.snapshot.netns.empty());
+  EXPECT_EQ(since.results[0]->step.analysis.findings.size(), 2u);
+  EXPECT_EQ(since.results[0]->step.changes.size(), 1u);
+  EXPECT_FALSE(since.results[1]->step.light);
+  EXPECT_EQ(since.results[1]->step.snapshot.netns.size(), 3u);
+}
+
 TEST(ResultHub, TriggerNames) {
   EXPECT_EQ(StepTriggerName(StepTrigger::kStartup), "startup");
   EXPECT_EQ(StepTriggerName(StepTrigger::kEvent), "event");
