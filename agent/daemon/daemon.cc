@@ -180,7 +180,7 @@ void Daemon::Run(LogFormat format) {
   auto next_poll = Clock::now() + options_.poll_interval;
   auto next_resync = Clock::now() + options_.full_resync;
   uint64_t overflows_seen = monitor ? monitor->counters().overflows : 0;
-  constexpr auto kStopCheck = std::chrono::milliseconds(100);  // the longest wait between checks
+  constexpr auto kStopCheck = std::chrono::milliseconds(250);  // the longest wait between checks
   while (!Stopping()) {
     const auto now = Clock::now();
     if (now >= next_resync) {
