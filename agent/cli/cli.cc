@@ -175,6 +175,18 @@ std::optional<int64_t> ParseDurationMs(const std::string& text) {
   return static_cast<int64_t>(value * scale);
 }
 
+// A positive duration flag (its default when absent); nullopt after explaining on stderr.
+std::optional<int64_t> PositiveDurationFlag(const FlagSet& flags, const std::string& name,
+                                            const std::string& fallback) {
+  const auto value = ParseDurationMs(flags.Get(name, fallback));
+  if (!value || *value <= 0) {
+    std::fprintf(stderr, "ambient-doctor: --%s needs a positive duration such as %s\n",
+                 name.c_str(), fallback.c_str());
+    return std::nullopt;
+  }
+  return value;
+}
+
 void AddScanFlags(FlagSet& flags) {
   AddDiscoveryFlags(flags);
   AddNodeSourceFlags(flags);
@@ -361,11 +373,8 @@ int RunWatch(const std::vector<std::string>& args) {
     std::fprintf(stderr, "ambient-doctor: %s\n", error->c_str());
     return kExitScanFailed;
   }
-  const auto interval = ParseDurationMs(flags.Get("interval", "5s"));
-  if (!interval || *interval <= 0) {
-    std::fprintf(stderr, "ambient-doctor: --interval needs a positive duration such as 5s\n");
-    return kExitScanFailed;
-  }
+  const auto interval = PositiveDurationFlag(flags, "interval", "5s");
+  if (!interval) return kExitScanFailed;
   int count = 0;
   try {
     count = std::stoi(flags.Get("count", "0"));
@@ -515,24 +524,15 @@ int RunServe(const std::vector<std::string>& args) {
     std::fprintf(stderr, "ambient-doctor: %s\n", error->c_str());
     return kExitScanFailed;
   }
-  const auto interval = ParseDurationMs(flags.Get("interval", "5s"));
-  if (!interval || *interval <= 0) {
-    std::fprintf(stderr, "ambient-doctor: --interval needs a positive duration such as 5s\n");
-    return kExitScanFailed;
-  }
+  const auto interval = PositiveDurationFlag(flags, "interval", "5s");
+  if (!interval) return kExitScanFailed;
   options.poll_interval = std::chrono::milliseconds(*interval);
-  const auto resync = ParseDurationMs(flags.Get("resync-interval", "60s"));
-  if (!resync || *resync <= 0) {
-    std::fprintf(stderr, "ambient-doctor: --resync-interval needs a duration such as 60s\n");
-    return kExitScanFailed;
-  }
+  const auto resync = PositiveDurationFlag(flags, "resync-interval", "60s");
+  if (!resync) return kExitScanFailed;
   options.full_resync = std::chrono::milliseconds(*resync);
   options.event_driven = !flags.Has("no-events");
-  const auto stale_after = ParseDurationMs(flags.Get("healthz-stale-after", "120s"));
-  if (!stale_after || *stale_after <= 0) {
-    std::fprintf(stderr, "ambient-doctor: --healthz-stale-after needs a duration such as 120s\n");
-    return kExitScanFailed;
-  }
+  const auto stale_after = PositiveDurationFlag(flags, "healthz-stale-after", "120s");
+  if (!stale_after) return kExitScanFailed;
   const std::string metrics_address = flags.Get("metrics-address", "0.0.0.0:9977");
   std::optional<HttpServerOptions> http;
   if (metrics_address != "off") {

@@ -28,9 +28,30 @@ std::shared_ptr<const PublishedResult> Light(const PublishedResult& full) {
   light->trigger = full.trigger;
   const EngineStep& from = full.step;
   EngineStep& to = light->step;
-  to.snapshot.node_name = from.snapshot.node_name;
-  to.snapshot.taken_at_unix_ms = from.snapshot.taken_at_unix_ms;
-  to.snapshot.scan_ms = from.snapshot.scan_ms;
+  // The snapshot keeps its scalars and every source error (status trackers count them), not the
+  // rules, routes, sockets and workloads that make it large.
+  const NodeSnapshot& snapshot = from.snapshot;
+  NodeSnapshot& kept = to.snapshot;
+  kept.node_name = snapshot.node_name;
+  kept.taken_at_unix_ms = snapshot.taken_at_unix_ms;
+  kept.scan_ms = snapshot.scan_ms;
+  kept.errors = snapshot.errors;
+  kept.zds_collected = snapshot.zds_collected;
+  kept.zds.errors = snapshot.zds.errors;
+  kept.cri.available = snapshot.cri.available;
+  kept.cri.errors = snapshot.cri.errors;
+  for (const ZtunnelAdminState& ztunnel : snapshot.ztunnels) {
+    ZtunnelAdminState& z = kept.ztunnels.emplace_back();
+    z.pid = ztunnel.pid;
+    z.errors = ztunnel.errors;
+  }
+  for (const NetnsSnapshot& netns : snapshot.netns) {
+    NetnsSnapshot& n = kept.netns.emplace_back();
+    n.netns = netns.netns;
+    n.reads = netns.reads;
+    n.errors = netns.errors;
+    n.unreadable = netns.unreadable;
+  }
   to.analysis.findings = from.analysis.findings;
   to.usable = from.usable;
   to.changes = from.changes;
