@@ -66,9 +66,9 @@ struct EngineStep {
   // !usable), and the engine's ring of recently resolved findings (shared, copied on change).
   std::vector<FindingRecord> finding_records;
   std::shared_ptr<const std::vector<FindingRecord>> recently_resolved;
-  // Set on results the hub keeps only for lagging streams: the snapshot keeps its records,
-  // scalars and source errors only, analysis.netns is dropped; changes, findings and records
-  // are kept.
+  // Set on results the hub keeps only for lagging streams: the snapshot keeps its scalars, its
+  // source errors and the netns that have errors only, analysis.netns is dropped; changes, findings
+  // and records are kept.
   bool light = false;
 };
 

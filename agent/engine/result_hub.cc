@@ -46,6 +46,7 @@ std::shared_ptr<const PublishedResult> Light(const PublishedResult& full) {
     z.errors = ztunnel.errors;
   }
   for (const NetnsSnapshot& netns : snapshot.netns) {
+    if (netns.errors.empty() && !netns.unreadable) continue;  // nothing a tracker counts
     NetnsSnapshot& n = kept.netns.emplace_back();
     n.netns = netns.netns;
     n.reads = netns.reads;
