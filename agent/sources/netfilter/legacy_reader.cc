@@ -20,35 +20,15 @@
 
 #include "sources/netfilter/ipset_reader.h"
 #include "sources/netfilter/xt_compat.h"
+#include "sources/netfilter/xtables_family.h"
 #include "sources/unique_fd.h"
 
 namespace ad {
 namespace legacy {
 namespace {
 
-struct Ipv4 {
-  using Entry = ipt_entry;
-  using GetInfo = ipt_getinfo;
-  using GetEntries = ipt_get_entries;
-  static constexpr int kDomain = AF_INET;
-  static constexpr int kLevel = IPPROTO_IP;
-  static constexpr int kGetInfo = IPT_SO_GET_INFO;
-  static constexpr int kGetEntries = IPT_SO_GET_ENTRIES;
-  static constexpr const char* kNamesFile = "/proc/thread-self/net/ip_tables_names";
-  static constexpr SourceKind kSource = SourceKind::kLegacyIpv4;
-};
-
-struct Ipv6 {
-  using Entry = ip6t_entry;
-  using GetInfo = ip6t_getinfo;
-  using GetEntries = ip6t_get_entries;
-  static constexpr int kDomain = AF_INET6;
-  static constexpr int kLevel = IPPROTO_IPV6;
-  static constexpr int kGetInfo = IP6T_SO_GET_INFO;
-  static constexpr int kGetEntries = IP6T_SO_GET_ENTRIES;
-  static constexpr const char* kNamesFile = "/proc/thread-self/net/ip6_tables_names";
-  static constexpr SourceKind kSource = SourceKind::kLegacyIpv6;
-};
+using xt::Ipv4;
+using xt::Ipv6;
 
 constexpr std::array<const char*, kNumHooks> kHookChainNames = {"PREROUTING", "INPUT", "FORWARD",
                                                                 "OUTPUT", "POSTROUTING"};

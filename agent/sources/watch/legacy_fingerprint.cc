@@ -18,6 +18,8 @@
 #include <string_view>
 #include <vector>
 
+#include "sources/netfilter/xtables_family.h"
+
 namespace ad::watch {
 namespace {
 
@@ -40,35 +42,14 @@ void HashValue(uint64_t* hash, const T& value) {
   HashBytes(hash, &value, sizeof(value));
 }
 
-// The per-family types and constants of the x_tables getsockopt interface.
-struct Ipv4 {
-  using GetInfo = ipt_getinfo;
-  using GetEntries = ipt_get_entries;
-  using Entry = ipt_entry;
-  static constexpr int kDomain = AF_INET;
-  static constexpr int kLevel = IPPROTO_IP;
-  static constexpr int kSoGetInfo = IPT_SO_GET_INFO;
-  static constexpr int kSoGetEntries = IPT_SO_GET_ENTRIES;
-  static constexpr SourceKind kKind = SourceKind::kLegacyIpv4;
-  static constexpr const char* kNamesPath = "/proc/thread-self/net/ip_tables_names";
-};
-struct Ipv6 {
-  using GetInfo = ip6t_getinfo;
-  using GetEntries = ip6t_get_entries;
-  using Entry = ip6t_entry;
-  static constexpr int kDomain = AF_INET6;
-  static constexpr int kLevel = IPPROTO_IPV6;
-  static constexpr int kSoGetInfo = IP6T_SO_GET_INFO;
-  static constexpr int kSoGetEntries = IP6T_SO_GET_ENTRIES;
-  static constexpr SourceKind kKind = SourceKind::kLegacyIpv6;
-  static constexpr const char* kNamesPath = "/proc/thread-self/net/ip6_tables_names";
-};
+using xt::Ipv4;
+using xt::Ipv6;
 
 template <typename F>
 Result<std::vector<std::string>> ReadNames(int names_fd) {
   std::array<char, kMaxNamesBytes> buffer;
   const ssize_t n = ::pread(names_fd, buffer.data(), buffer.size(), 0);
-  if (n < 0) return ErrnoError(F::kKind, std::string("pread(") + F::kNamesPath + ")");
+  if (n < 0) return ErrnoError(F::kSource, std::string("pread(") + F::kNamesFile + ")");
   std::vector<std::string> names;
   std::string_view text(buffer.data(), static_cast<size_t>(n));
   while (!text.empty()) {
@@ -86,8 +67,8 @@ Result<typename F::GetInfo> GetInfo(int socket_fd, const std::string& table) {
   typename F::GetInfo info{};
   std::memcpy(info.name, table.data(), table.size());
   socklen_t length = sizeof(info);
-  if (::getsockopt(socket_fd, F::kLevel, F::kSoGetInfo, &info, &length) != 0) {
-    return ErrnoError(F::kKind, "GET_INFO(" + table + ")");
+  if (::getsockopt(socket_fd, F::kLevel, F::kGetInfo, &info, &length) != 0) {
+    return ErrnoError(F::kSource, "GET_INFO(" + table + ")");
   }
   return info;
 }
@@ -100,7 +81,7 @@ std::optional<SourceError> HashEntries(int socket_fd, const typename F::GetInfo&
   using Entry = typename F::Entry;
   const std::string table = info.name;
   if (info.size > kMaxEntriesBytes) {
-    return SourceError{F::kKind,
+    return SourceError{F::kSource,
                        "GET_ENTRIES(" + table + "): " + std::to_string(info.size) +
                            " bytes exceeds the fingerprint bound",
                        EFBIG};
@@ -112,16 +93,16 @@ std::optional<SourceError> HashEntries(int socket_fd, const typename F::GetInfo&
   std::memcpy(request->name, info.name, sizeof(request->name));
   request->size = info.size;
   socklen_t length = static_cast<socklen_t>(buffer.size());
-  if (::getsockopt(socket_fd, F::kLevel, F::kSoGetEntries, buffer.data(), &length) != 0) {
+  if (::getsockopt(socket_fd, F::kLevel, F::kGetEntries, buffer.data(), &length) != 0) {
     // EAGAIN: the table changed size between GET_INFO and GET_ENTRIES; the gate catches it.
-    return ErrnoError(F::kKind, "GET_ENTRIES(" + table + ")");
+    return ErrnoError(F::kSource, "GET_ENTRIES(" + table + ")");
   }
   unsigned char* blob = buffer.data() + offsetof(GetEntries, entrytable);
   uint32_t offset = 0;
   while (offset + sizeof(Entry) <= info.size) {
     auto* entry = reinterpret_cast<Entry*>(blob + offset);
     if (entry->next_offset < sizeof(Entry) || entry->next_offset > info.size - offset) {
-      return SourceError{F::kKind, "GET_ENTRIES(" + table + "): corrupt entry layout", EINVAL};
+      return SourceError{F::kSource, "GET_ENTRIES(" + table + "): corrupt entry layout", EINVAL};
     }
     std::memset(&entry->counters, 0, sizeof(entry->counters));
     entry->comefrom = 0;
@@ -161,10 +142,10 @@ std::optional<SourceError> HashFamily(int names_fd, int socket_fd, bool with_ent
 
 template <typename F>
 Result<std::pair<UniqueFd, UniqueFd>> OpenFamily() {
-  UniqueFd names(::open(F::kNamesPath, O_RDONLY | O_CLOEXEC));
-  if (!names.valid()) return ErrnoError(F::kKind, std::string("open(") + F::kNamesPath + ")");
+  UniqueFd names(::open(F::kNamesFile, O_RDONLY | O_CLOEXEC));
+  if (!names.valid()) return ErrnoError(F::kSource, std::string("open(") + F::kNamesFile + ")");
   UniqueFd socket(::socket(F::kDomain, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_RAW));
-  if (!socket.valid()) return ErrnoError(F::kKind, "socket(SOCK_RAW)");
+  if (!socket.valid()) return ErrnoError(F::kSource, "socket(SOCK_RAW)");
   return std::make_pair(std::move(names), std::move(socket));
 }
 
