@@ -83,35 +83,48 @@ Result<NftEventSocket> NftEventSocket::Open(int receive_buffer) {
   return NftEventSocket(std::move(fd).value());
 }
 
-NftDrain NftEventSocket::Drain() {
-  NftDrain drain;
+// Reads every queued datagram of a non-blocking netlink event socket and hands each message to
+// `on_message`. ENOBUFS (events lost) sets *overflow once and reading goes on: what is queued after
+// it is fresh. Any other error also counts as an overflow (unknown state) and ends the drain.
+template <typename OnMessage>
+std::optional<SourceError> DrainNetlink(int fd, SourceKind kind, const char* what, bool* overflow,
+                                        OnMessage on_message) {
   std::array<char, kReceiveSize> buffer;
   for (;;) {
-    const ssize_t n = ::recv(fd_.get(), buffer.data(), buffer.size(), MSG_DONTWAIT);
+    const ssize_t n = ::recv(fd, buffer.data(), buffer.size(), MSG_DONTWAIT);
     if (n < 0) {
       if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return std::nullopt;
       if (errno == ENOBUFS) {
-        drain.overflow = true;  // reported once per overflow; what is queued after it is fresh
+        *overflow = true;
         continue;
       }
-      drain.error = ErrnoError(SourceKind::kNftables, "recv(NFNLGRP_NFTABLES)");
-      drain.overflow = true;  // unknown state: treat like lost events
-      break;
+      *overflow = true;
+      return ErrnoError(kind, std::string("recv(") + what + ")");
     }
     int remaining = static_cast<int>(n);
     for (auto* message = reinterpret_cast<const nlmsghdr*>(buffer.data());
          mnl_nlmsg_ok(message, remaining); message = mnl_nlmsg_next(message, &remaining)) {
-      if (message->nlmsg_type == NftMessageType(NFT_MSG_NEWGEN)) {
-        if (drain.commits.size() < kMaxCommitsPerDrain) {
-          drain.commits.push_back(DecodeNewGen(message));
-        } else {
-          ++drain.commits_dropped;
-        }
-      } else if ((message->nlmsg_type >> 8) == NFNL_SUBSYS_NFTABLES) {
-        ++drain.object_messages;
-      }
+      on_message(message);
     }
+  }
+}
+
+NftDrain NftEventSocket::Drain() {
+  NftDrain drain;
+  if (auto error = DrainNetlink(fd_.get(), SourceKind::kNftables, "NFNLGRP_NFTABLES",
+                                &drain.overflow, [&drain](const nlmsghdr* message) {
+                                  if (message->nlmsg_type == NftMessageType(NFT_MSG_NEWGEN)) {
+                                    if (drain.commits.size() < kMaxCommitsPerDrain) {
+                                      drain.commits.push_back(DecodeNewGen(message));
+                                    } else {
+                                      ++drain.commits_dropped;
+                                    }
+                                  } else if ((message->nlmsg_type >> 8) == NFNL_SUBSYS_NFTABLES) {
+                                    ++drain.object_messages;
+                                  }
+                                })) {
+    drain.error = std::move(*error);
   }
   return drain;
 }
@@ -173,36 +186,22 @@ Result<RouteEventSocket> RouteEventSocket::Open(int receive_buffer) {
 
 RouteDrain RouteEventSocket::Drain() {
   RouteDrain drain;
-  std::array<char, kReceiveSize> buffer;
-  for (;;) {
-    const ssize_t n = ::recv(fd_.get(), buffer.data(), buffer.size(), MSG_DONTWAIT);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
-      if (errno == ENOBUFS) {
-        drain.overflow = true;
-        continue;
-      }
-      drain.error = ErrnoError(SourceKind::kRoute, "recv(NETLINK_ROUTE)");
-      drain.overflow = true;
-      break;
-    }
-    int remaining = static_cast<int>(n);
-    for (auto* message = reinterpret_cast<const nlmsghdr*>(buffer.data());
-         mnl_nlmsg_ok(message, remaining); message = mnl_nlmsg_next(message, &remaining)) {
-      switch (message->nlmsg_type) {
-        case RTM_NEWRULE:
-        case RTM_DELRULE:
-          ++drain.rule_messages;
-          break;
-        case RTM_NEWROUTE:
-        case RTM_DELROUTE:
-          ++drain.route_messages;
-          break;
-        default:
-          break;
-      }
-    }
+  if (auto error = DrainNetlink(fd_.get(), SourceKind::kRoute, "NETLINK_ROUTE", &drain.overflow,
+                                [&drain](const nlmsghdr* message) {
+                                  switch (message->nlmsg_type) {
+                                    case RTM_NEWRULE:
+                                    case RTM_DELRULE:
+                                      ++drain.rule_messages;
+                                      break;
+                                    case RTM_NEWROUTE:
+                                    case RTM_DELROUTE:
+                                      ++drain.route_messages;
+                                      break;
+                                    default:
+                                      break;
+                                  }
+                                })) {
+    drain.error = std::move(*error);
   }
   return drain;
 }
