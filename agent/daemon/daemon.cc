@@ -16,6 +16,9 @@
 namespace ad {
 namespace {
 
+// The only routing table the inspector reads (Istio's in-pod policy routes).
+constexpr uint32_t kIstioRouteTable = 100;
+
 std::string FindingLine(const FindingChange& change, LogFormat format) {
   const Finding& f = change.finding;
   const bool opened = change.kind == FindingChange::Kind::kOpened;
@@ -138,6 +141,7 @@ void Daemon::Run(LogFormat format) {
     config.legacy_interval = options_.poll_interval;
     config.netns_dirs = options_.engine.discovery.netns_dirs;
     config.name_glob = options_.engine.discovery.name_glob;
+    config.route_tables = {kIstioRouteTable};
     auto created = watch::ChangeMonitor::Create(config);
     if (created.ok()) {
       monitor = std::move(*created);

@@ -167,6 +167,20 @@ TEST_F(ChangeMonitorTest, IpRouteAddInTable100IsARouteChange) {
   EXPECT_FALSE(HasReason(reasons, DirtyReason::kRule));
 }
 
+// With a table filter (the daemon watches Istio's table 100 only), routes elsewhere are no reason.
+TEST_F(ChangeMonitorTest, RouteTableFilterIgnoresOtherTables) {
+  REQUIRE_ROOT_AND_TOOLS();
+  ASSERT_TRUE(a_.ok());
+  ASSERT_EQ(a_.Exec("ip link set lo up"), 0);
+  ChangeMonitorConfig config;
+  config.route_tables = {100};
+  StartTwo(config);
+  ASSERT_EQ(a_.Exec("ip route add 10.99.0.0/16 dev lo table 200"), 0);
+  EXPECT_TRUE(Collect(*monitor_, milliseconds(300)).empty()) << "table 200 is not watched";
+  ASSERT_EQ(a_.Exec("ip route add local 0.0.0.0/0 dev lo table 100"), 0);
+  ExpectOnlyA(DirtyReason::kRoute);
+}
+
 TEST_F(ChangeMonitorTest, IptablesLegacyAppendIsSeenByTheGate) {
   REQUIRE_ROOT_AND_TOOLS();
   StartTwo();

@@ -250,7 +250,12 @@ void ChangeMonitor::HandleReady(uint64_t token) {
     counters_.events += drain.rule_messages + drain.route_messages;
     DirtyReasons reasons = 0;
     if (drain.rule_messages > 0) reasons |= ReasonBit(DirtyReason::kRule);
-    if (drain.route_messages > 0) reasons |= ReasonBit(DirtyReason::kRoute);
+    const bool route_counts =
+        config_.route_tables.empty()
+            ? drain.route_messages > 0
+            : std::any_of(drain.route_tables.begin(), drain.route_tables.end(),
+                          [this](uint32_t table) { return config_.route_tables.contains(table); });
+    if (route_counts) reasons |= ReasonBit(DirtyReason::kRoute);
     if (drain.overflow) {
       ++counters_.overflows;
       reasons |= ReasonBit(DirtyReason::kOverflow);

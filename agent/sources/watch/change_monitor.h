@@ -22,6 +22,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -72,6 +73,9 @@ struct ChangeMonitorConfig {
   // of legacy tables stays cheap per poll; a change is then seen within legacy_spread intervals.
   int legacy_spread = 1;
   std::chrono::milliseconds generation_interval{0};
+  // Route changes only count in these routing tables (empty: every table). The daemon reads
+  // Istio's table 100 only, so changes to main/local (addresses coming up) are no reason.
+  std::set<uint32_t> route_tables;
   int nft_receive_buffer = 0;    // SO_RCVBUF of the event sockets; 0 = kernel default
   int route_receive_buffer = 0;  // likewise
   // Netns directories to watch for added/removed netns (empty = no directory watcher).

@@ -184,6 +184,23 @@ Result<RouteEventSocket> RouteEventSocket::Open(int receive_buffer) {
   return RouteEventSocket(std::move(fd).value());
 }
 
+// The table of a route message: RTA_TABLE when present (ids above 255), else rtm_table.
+uint32_t RouteTable(const nlmsghdr* message) {
+  const auto* route = static_cast<const rtmsg*>(mnl_nlmsg_get_payload(message));
+  uint32_t table = route->rtm_table;
+  const auto* tail = static_cast<const char*>(mnl_nlmsg_get_payload_tail(message));
+  for (auto* attribute =
+           static_cast<const nlattr*>(mnl_nlmsg_get_payload_offset(message, sizeof(rtmsg)));
+       mnl_attr_ok(attribute, static_cast<int>(tail - reinterpret_cast<const char*>(attribute)));
+       attribute = mnl_attr_next(attribute)) {
+    if (mnl_attr_get_type(attribute) == RTA_TABLE &&
+        mnl_attr_validate(attribute, MNL_TYPE_U32) >= 0) {
+      table = mnl_attr_get_u32(attribute);
+    }
+  }
+  return table;
+}
+
 RouteDrain RouteEventSocket::Drain() {
   RouteDrain drain;
   if (auto error = DrainNetlink(fd_.get(), SourceKind::kRoute, "NETLINK_ROUTE", &drain.overflow,
@@ -196,6 +213,7 @@ RouteDrain RouteEventSocket::Drain() {
                                     case RTM_NEWROUTE:
                                     case RTM_DELROUTE:
                                       ++drain.route_messages;
+                                      drain.route_tables.insert(RouteTable(message));
                                       break;
                                     default:
                                       break;

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -60,9 +61,10 @@ class NftGenerationGate {
 };
 
 struct RouteDrain {
-  uint32_t rule_messages = 0;   // RTM_NEWRULE / RTM_DELRULE (IPv4 and IPv6)
-  uint32_t route_messages = 0;  // RTM_NEWROUTE / RTM_DELROUTE
-  bool overflow = false;        // ENOBUFS
+  uint32_t rule_messages = 0;       // RTM_NEWRULE / RTM_DELRULE (IPv4 and IPv6)
+  uint32_t route_messages = 0;      // RTM_NEWROUTE / RTM_DELROUTE
+  std::set<uint32_t> route_tables;  // the routing tables those messages were about
+  bool overflow = false;            // ENOBUFS
   std::optional<SourceError> error;
 };
 
