@@ -74,7 +74,21 @@ std::string ResolveNetnsInode(PodIdentity& pod, const std::string& host_root,
 }
 
 void CriNodeSource::Collect(NodeSnapshot& snapshot) {
-  CriState& state = snapshot.cri;
+  std::set<uint64_t> netns;
+  for (const NetnsSnapshot& ns : snapshot.netns) netns.insert(ns.netns.inode);
+  const auto now = std::chrono::steady_clock::now();
+  if (last_ && last_->available && netns == last_netns_ && now - last_at_ < options_.min_interval) {
+    snapshot.cri = *last_;
+    return;
+  }
+  Query(snapshot.cri);
+  ++runtime_queries_;
+  last_ = snapshot.cri;
+  last_netns_ = std::move(netns);
+  last_at_ = now;
+}
+
+void CriNodeSource::Query(CriState& state) {
   state = CriState{};
   Result<cri::CriClient> connected = cri::CriClient::Connect(options_.client);
   if (!connected.ok()) {

@@ -5,6 +5,8 @@
 #pragma once
 
 #include <chrono>
+#include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 
@@ -20,16 +22,28 @@ struct CriSourceOptions {
   std::string proc_root = "/proc";
   // Upper bound for the whole collection (one List plus one Status per sandbox).
   std::chrono::milliseconds total_timeout{15000};
+  // Repeated collections within this time, over the same netns, reuse the last good answer.
+  std::chrono::milliseconds min_interval{30000};
 };
 
+// Pod identity changes only when pods come and go, so repeated collections (watch, the daemon)
+// reuse the last good answer until `min_interval` has passed or the node's set of netns changed;
+// a failed collection is retried at once.
 class CriNodeSource : public NodeSource {
  public:
   explicit CriNodeSource(CriSourceOptions options) : options_(std::move(options)) {}
   std::string_view name() const override { return "cri"; }
   void Collect(NodeSnapshot& snapshot) override;
+  uint64_t runtime_queries() const { return runtime_queries_; }
 
  private:
+  void Query(CriState& state);
+
   CriSourceOptions options_;
+  std::optional<CriState> last_;
+  std::set<uint64_t> last_netns_;
+  std::chrono::steady_clock::time_point last_at_{};
+  uint64_t runtime_queries_ = 0;
 };
 
 // Fills netns_inode from stat(host_root + netns_path), else <proc_root>/<pid>/ns/net. Returns an

@@ -299,6 +299,39 @@ TEST(CriFakeRuntime, CollectsIdentityNetnsAndInodes) {
   EXPECT_EQ(node.netns_inode, 0u);
 }
 
+// Repeated collections reuse the runtime's last answer while the node's netns stay the same and
+// the interval has not passed; a new netns, or a failed answer, asks again.
+TEST(CriFakeRuntime, RepeatedCollectionsReuseTheLastAnswer) {
+  FakeRuntimeServer runtime({}, {{.id = "sb-a",
+                                  .name = "a-0",
+                                  .uid = "uid-a",
+                                  .namespace_name = "demo",
+                                  .ips = {"192.0.2.8"},
+                                  .info_json = R"({"pid":1,"runtimeSpec":{}})"}});
+  ASSERT_TRUE(runtime.ok());
+  CriSourceOptions options = OptionsFor(runtime.endpoint());
+  options.min_interval = std::chrono::hours(1);
+  CriNodeSource source(options);
+  NodeSnapshot snapshot;
+  snapshot.netns.resize(1);
+  snapshot.netns[0].netns.inode = 1001;
+  source.Collect(snapshot);
+  ASSERT_TRUE(snapshot.cri.available) << AllErrors(snapshot.cri);
+  ASSERT_EQ(snapshot.cri.pods.size(), 1u);
+  const int status_calls = runtime.service().status_calls();
+  NodeSnapshot again = snapshot;
+  again.cri = {};
+  source.Collect(again);
+  EXPECT_EQ(again.cri.pods.size(), 1u) << "the last answer";
+  EXPECT_EQ(runtime.service().status_calls(), status_calls) << "the runtime was not asked";
+  EXPECT_EQ(source.runtime_queries(), 1u);
+  again.netns.resize(2);
+  again.netns[1].netns.inode = 1002;  // a new pod netns: names may have changed
+  source.Collect(again);
+  EXPECT_EQ(source.runtime_queries(), 2u);
+  EXPECT_GT(runtime.service().status_calls(), status_calls);
+}
+
 TEST(CriFakeRuntime, UnresolvableNetnsIsReportedPerPod) {
   FakeRuntimeServer runtime({}, {{.id = "sb-gone",
                                   .name = "gone",
