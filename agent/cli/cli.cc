@@ -31,6 +31,7 @@
 #include "model/json.h"
 #include "report/report_policy.h"
 #include "scan/inspector.h"
+#include "sources/netns/discovery.h"
 
 namespace ad::cli {
 namespace {
@@ -426,13 +427,9 @@ api::NetnsReader MakeNetnsReader(std::shared_ptr<const ResultHub> hub) {
   return [hub](const api::NetnsQuery& query) -> Result<NetnsSnapshot> {
     NetnsRecord record;
     if (!query.path.empty()) {
-      struct stat st {};
-      if (::stat(query.path.c_str(), &st) != 0) {
-        return ErrnoError(SourceKind::kNetns, "stat(" + query.path + ")");
-      }
-      record.dev = st.st_dev;
-      record.inode = st.st_ino;
-      record.paths = {query.path};
+      Result<NetnsRecord> by_path = NetnsRecordForPath(query.path);
+      if (!by_path.ok()) return by_path.error();
+      record = std::move(by_path).value();
     } else {
       const auto latest = hub->Latest();
       const NetnsSnapshot* known = nullptr;
@@ -637,16 +634,12 @@ int RunRules(const std::vector<std::string>& args) {
     std::fprintf(stderr, "ambient-doctor rules: give exactly one of --netns PATH or --pid PID\n");
     return kExitScanFailed;
   }
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) {
-    std::fprintf(stderr, "ambient-doctor rules: stat(%s): %s\n", path.c_str(),
-                 std::strerror(errno));
+  Result<NetnsRecord> found = NetnsRecordForPath(path);
+  if (!found.ok()) {
+    std::fprintf(stderr, "ambient-doctor rules: %s\n", found.error().message.c_str());
     return kExitScanFailed;
   }
-  NetnsRecord record;
-  record.dev = st.st_dev;
-  record.inode = st.st_ino;
-  record.paths = {path};
+  const NetnsRecord record = std::move(found).value();
   auto inspector = MakeKernelInspector(ReadLimits{});
   NetnsSnapshot ns = inspector->Inspect(record);
   NetnsClassification c = Classify(ns);

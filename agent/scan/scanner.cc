@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <map>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace ad {
@@ -29,9 +30,9 @@ std::string NodeName(const std::string& configured) {
 }
 
 // The previous snapshot's netns by inode.
-std::map<uint64_t, const NetnsSnapshot*> ByInode(const NodeSnapshot& snapshot) {
-  std::map<uint64_t, const NetnsSnapshot*> by_inode;
-  for (const NetnsSnapshot& netns : snapshot.netns) by_inode.emplace(netns.netns.inode, &netns);
+std::map<uint64_t, NetnsSnapshot*> ByInode(NodeSnapshot& snapshot) {
+  std::map<uint64_t, NetnsSnapshot*> by_inode;
+  for (NetnsSnapshot& netns : snapshot.netns) by_inode.emplace(netns.netns.inode, &netns);
   return by_inode;
 }
 
@@ -63,11 +64,11 @@ NodeSnapshot ScanNode(const ScanOptions& options, NetnsInspector& inspector,
   std::vector<NetnsRecord> records = DiscoverNetns(options.discovery, &node.errors);
   node.netns.resize(records.size());
 
-  // Indexes of the records to read; the others are copied from the previous snapshot.
+  // Indexes of the records to read; the others are taken over from the previous snapshot.
   std::vector<size_t> to_read;
-  const std::map<uint64_t, const NetnsSnapshot*> previous =
-      reuse != nullptr && reuse->previous != nullptr ? ByInode(*reuse->previous)
-                                                     : std::map<uint64_t, const NetnsSnapshot*>{};
+  const std::map<uint64_t, NetnsSnapshot*> previous = reuse != nullptr && reuse->previous != nullptr
+                                                          ? ByInode(*reuse->previous)
+                                                          : std::map<uint64_t, NetnsSnapshot*>{};
   for (size_t i = 0; i < records.size(); ++i) {
     auto known = previous.find(records[i].inode);
     if (reuse == nullptr || known == previous.end() ||
@@ -75,7 +76,7 @@ NodeSnapshot ScanNode(const ScanOptions& options, NetnsInspector& inspector,
       to_read.push_back(i);
       continue;
     }
-    node.netns[i] = *known->second;
+    node.netns[i] = std::move(*known->second);
     node.netns[i].netns = records[i];
   }
 
@@ -98,12 +99,12 @@ NodeSnapshot ScanNode(const ScanOptions& options, NetnsInspector& inspector,
   pool.clear();  // joins
 
   if (reuse != nullptr && !reuse->node_sources && reuse->previous != nullptr) {
-    const NodeSnapshot& before = *reuse->previous;
+    NodeSnapshot& before = *reuse->previous;
     node.zds_collected = before.zds_collected;
-    node.zds = before.zds;
-    node.processes = before.processes;
-    node.ztunnels = before.ztunnels;
-    node.cri = before.cri;
+    node.zds = std::move(before.zds);
+    node.processes = std::move(before.processes);
+    node.ztunnels = std::move(before.ztunnels);
+    node.cri = std::move(before.cri);
     for (size_t i : to_read) {
       if (auto known = previous.find(records[i].inode); known != previous.end()) {
         CarryListenerOwners(*known->second, node.netns[i]);

@@ -24,10 +24,12 @@ struct ScanOptions {
 // holds and that is not in `reinspect` is copied from it (its record refreshed: paths and pids
 // change without its rules changing) instead of being read again. New netns are always read.
 struct ScanReuse {
-  const NodeSnapshot* previous = nullptr;
+  // Consumed: the netns and node data taken over are moved out of it (the caller replaces it
+  // with the new snapshot), so a steady-state scan copies nothing it did not read.
+  NodeSnapshot* previous = nullptr;
   std::set<uint64_t> reinspect;  // netns inodes to read again
   // False: the node-wide sources (ZDS socket, fd inventory, ztunnel admin, CRI) are not polled in
-  // this scan; their data is copied from `previous`, and listeners of re-read netns keep the
+  // this scan; their data is taken from `previous`, and listeners of re-read netns keep the
   // owners attributed before (same socket inode) until the next poll.
   bool node_sources = true;
 };

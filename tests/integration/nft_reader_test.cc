@@ -52,11 +52,6 @@ std::string ReadFile(const std::string& path) {
   return buffer.str();
 }
 
-int RunShell(const std::string& command) {
-  int status = std::system((command + " >/dev/null 2>&1").c_str());
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
 using testing::Capture;
 
 std::string WriteTemp(const std::string& text) {
@@ -125,12 +120,12 @@ class NftReaderTest : public ::testing::Test {
     }
     static std::atomic<int> counter{0};
     netns_ = "adt-nft-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
-    ASSERT_EQ(RunShell("ip netns add " + netns_), 0) << "ip netns add " << netns_;
+    ASSERT_EQ(ad::testing::Run("ip netns add " + netns_), 0) << "ip netns add " << netns_;
   }
 
   void TearDown() override {
     if (!netns_.empty()) {
-      RunShell("ip netns del " + netns_);
+      ad::testing::Run("ip netns del " + netns_);
     }
     for (const std::string& path : temp_files_) std::filesystem::remove(path);
   }
@@ -142,13 +137,13 @@ class NftReaderTest : public ::testing::Test {
   void LoadNft(const std::string& script) {
     std::string path = WriteTemp(script);
     temp_files_.push_back(path);
-    ASSERT_EQ(RunShell(Exec("nft -f " + path)), 0) << script;
+    ASSERT_EQ(ad::testing::Run(Exec("nft -f " + path)), 0) << script;
   }
 
   void Restore(const std::string& tool, const std::string& input) {
     std::string path = WriteTemp(input);
     temp_files_.push_back(path);
-    ASSERT_EQ(RunShell(Exec(tool + " --noflush " + path)), 0) << input;
+    ASSERT_EQ(ad::testing::Run(Exec(tool + " --noflush " + path)), 0) << input;
   }
 
   template <typename Fn>
@@ -196,8 +191,9 @@ class NftReaderTest : public ::testing::Test {
     ASSERT_FALSE(golden.empty()) << name << " missing from the corpus";
     auto [v4, v6] = SplitIptablesGolden(golden);
     if (name.rfind("hostprobe", 0) == 0) {
-      ASSERT_EQ(RunShell(Exec("ipset create istio-inpod-probes-v4 hash:ip")), 0);
-      ASSERT_EQ(RunShell(Exec("ipset create istio-inpod-probes-v6 hash:ip family inet6")), 0);
+      ASSERT_EQ(ad::testing::Run(Exec("ipset create istio-inpod-probes-v4 hash:ip")), 0);
+      ASSERT_EQ(ad::testing::Run(Exec("ipset create istio-inpod-probes-v6 hash:ip family inet6")),
+                0);
     }
     Restore("iptables-nft-restore", v4);
     if (!v6.empty()) {
@@ -677,8 +673,8 @@ TEST_F(NftReaderTest, NativeIpFilterTableWithoutCountersIsNft) {
 
 TEST_F(NftReaderTest, EmptyIptablesNftTableFromProbeIsIptablesNft) {
   // What Istio's kernel-support probe leaves behind (istio-redirect-rules.md §5.3).
-  ASSERT_EQ(RunShell(Exec("iptables-nft -t nat -A INPUT -p 255 -j RETURN")), 0);
-  ASSERT_EQ(RunShell(Exec("iptables-nft -t nat -D INPUT -p 255 -j RETURN")), 0);
+  ASSERT_EQ(ad::testing::Run(Exec("iptables-nft -t nat -A INPUT -p 255 -j RETURN")), 0);
+  ASSERT_EQ(ad::testing::Run(Exec("iptables-nft -t nat -D INPUT -p 255 -j RETURN")), 0);
   auto tables = ReadTables();
   ASSERT_EQ(tables.size(), 1u) << Describe(tables);
   EXPECT_EQ(tables[0].name, "nat");

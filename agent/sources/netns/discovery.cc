@@ -167,6 +167,17 @@ void ScanProc(const std::string& proc_root, Collector* collector,
 
 }  // namespace
 
+Result<NetnsRecord> NetnsRecordForPath(const std::string& path) {
+  int error = 0;
+  const std::optional<NetnsKey> key = StatNetns(path, &error);
+  if (!key) return ErrnoError(kSource, "stat(" + path + ")", error);
+  NetnsRecord record;
+  record.dev = key->first;
+  record.inode = key->second;
+  record.paths = {path};
+  return record;
+}
+
 std::vector<NetnsRecord> DiscoverNetns(const DiscoveryOptions& options,
                                        std::vector<SourceError>* warnings) {
   std::vector<SourceError> ignored;

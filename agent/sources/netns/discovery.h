@@ -19,6 +19,10 @@ struct DiscoveryOptions {
 };
 
 // Never fails as a whole: unreadable directories and processes become warnings.
+// The record of one netns given by path (a bind mount or /proc/<pid>/ns/net): its dev and inode
+// by stat(), the path as its only path. An error names stat, the path and errno.
+Result<NetnsRecord> NetnsRecordForPath(const std::string& path);
+
 std::vector<NetnsRecord> DiscoverNetns(const DiscoveryOptions& options,
                                        std::vector<SourceError>* warnings);
 
