@@ -1,0 +1,526 @@
+#!/usr/bin/python3
+"""Offline checks of deploy/ (manifests, alerts, runbooks, image recipe, dashboard).
+
+usage: deploy_checks.py CHECK --source-dir DIR --work-dir DIR [--binary PATH]
+CHECK: yamllint | manifests | conventions | rules | runbooks | image | dashboard
+Exit 0 = pass, 1 = failures (listed), 77 = skipped (the reason is the last line: "SKIP: ...").
+Run through tests/unit/deploy_test.cc (ctest); /usr/bin/python3 because it has PyYAML.
+"""
+import argparse
+import json
+import os
+import pathlib
+import re
+import shutil
+import subprocess
+import sys
+
+import yaml
+
+SKIP = 77
+# Finding codes of the flow tracer, not exported yet (another engineer adds them).
+TRACER_CODES = {"MESH_BYPASS", "HBONE_CONNECT_FAILURES"}
+# Metrics the dashboard and rules may use that other exporters provide (not ambient-doctor).
+EXTERNAL_METRICS = {
+    "up": "Prometheus (scrape health)",
+    "workload_manager_active_proxy_count": "ztunnel :15020",
+    "workload_manager_pending_proxy_count": "ztunnel :15020",
+    "istio_tcp_connections_opened_total": "ztunnel :15020",
+    "ztunnel_connected": "istio-cni metrics",
+    "container_memory_working_set_bytes": "kubelet cAdvisor",
+    "container_cpu_usage_seconds_total": "kubelet cAdvisor",
+}
+EXPECTED_CAPABILITIES = {"SYS_ADMIN", "NET_ADMIN", "NET_RAW", "SYS_PTRACE", "DAC_READ_SEARCH"}
+RUNBOOK_SECTIONS = ["## Meaning", "## Confirm", "## Likely causes", "## Remediation"]
+
+
+class Checker:
+    def __init__(self):
+        self.failures = []
+
+    def check(self, condition, message):
+        if not condition:
+            self.failures.append(message)
+        return condition
+
+    def finish(self, what):
+        for failure in self.failures:
+            print(f"FAIL {failure}")
+        print(f"{what}: {len(self.failures)} failure(s)")
+        return 1 if self.failures else 0
+
+
+def skip(reason):
+    print(f"SKIP: {reason}")
+    return SKIP
+
+
+def run(argv, **kwargs):
+    return subprocess.run(argv, capture_output=True, text=True, **kwargs)
+
+
+# ---------------------------------------------------------------------------------------------
+# PromQL helpers (shared with alerts_live.py)
+
+PROMQL_WORDS = {
+    "by", "without", "on", "ignoring", "group_left", "group_right", "bool", "offset", "and",
+    "or", "unless", "inf", "nan", "le",
+}
+
+
+def strip_strings(expr):
+    return re.sub(r'"(?:[^"\\]|\\.)*"|`[^`]*`', '""', expr)
+
+
+def metric_names(expr):
+    """The metric names an expression selects (functions, keywords and label lists removed)."""
+    text = strip_strings(expr)
+    text = re.sub(r"\{[^}]*\}", " ", text)  # label matchers
+    text = re.sub(r"\[[^\]]*\]", " ", text)  # range durations
+    text = re.sub(r"\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)", " ", text)
+    names = set()
+    for match in re.finditer(r"[A-Za-z_:][A-Za-z0-9_:]*", text):
+        name = match.group(0)
+        rest = text[match.end():].lstrip()
+        if rest.startswith("(") or name in PROMQL_WORDS:
+            continue  # a function call or keyword
+        if re.fullmatch(r"\d+[smhdwy]?", name):
+            continue
+        names.add(name)
+    return names
+
+
+def label_matchers(expr):
+    """(metric, label, op, value) for every matcher of every selector with a metric name."""
+    out = []
+    for match in re.finditer(r"([A-Za-z_:][A-Za-z0-9_:]*)\s*\{([^}]*)\}", expr):
+        metric = match.group(1)
+        for m in re.finditer(r'([A-Za-z_][A-Za-z0-9_]*)\s*(=~|!~|!=|=)\s*"((?:[^"\\]|\\.)*)"',
+                             match.group(2)):
+            out.append((metric, m.group(1), m.group(2), m.group(3)))
+    return out
+
+
+def substitute_grafana(expr, node_value="x"):
+    expr = re.sub(r"\$__(rate_interval|interval|range)", "5m", expr)
+    expr = re.sub(r"\$\{?node\}?", node_value, expr)
+    return re.sub(r"\$\{?[A-Za-z_][A-Za-z0-9_]*\}?|\[\[[A-Za-z_][A-Za-z0-9_]*\]\]", "x", expr)
+
+
+def dashboard_queries(dashboard):
+    """(panel id, title, refId, expr) for every target of every panel, rows walked."""
+    out = []
+
+    def walk(panels):
+        for panel in panels:
+            for t in panel.get("targets", []):
+                if "expr" in t:
+                    out.append((panel.get("id"), panel.get("title", ""), t.get("refId"), t["expr"]))
+            walk(panel.get("panels", []))
+
+    walk(dashboard.get("panels", []))
+    for variable in dashboard.get("templating", {}).get("list", []):
+        query = variable.get("query")
+        if isinstance(query, dict):
+            query = query.get("query")
+        if variable.get("type") == "query" and isinstance(query, str):
+            inner = re.fullmatch(r"\s*(?:label_values|query_result)\((.*?)(?:,\s*\w+)?\)\s*", query)
+            out.append((None, f"variable ${variable['name']}", "var",
+                        inner.group(1) if inner else query))
+    return out
+
+
+def alert_rules(source):
+    groups = extract_rule_groups(source)
+    return [rule for group in groups for rule in group["rules"] if "alert" in rule]
+
+
+def extract_rule_groups(source):
+    path = source / "deploy/monitoring/prometheusrule.yaml"
+    docs = [d for d in yaml.safe_load_all(path.read_text()) if d and d.get("kind") == "PrometheusRule"]
+    return [g for d in docs for g in d["spec"]["groups"]]
+
+
+def write_rule_file(groups, path):
+    path.write_text(yaml.safe_dump({"groups": groups}, sort_keys=False))
+
+
+def promtool_check_expressions(named_exprs, work):
+    """Parses every expression with promtool (as recording rules); returns error lines."""
+    rules = [{"record": f"check:expr_{i}", "expr": expr} for i, (_, expr) in enumerate(named_exprs)]
+    path = work / "expressions.rules.yaml"
+    write_rule_file([{"name": "expressions", "rules": rules}], path)
+    result = run(["promtool", "check", "rules", str(path)])
+    if result.returncode == 0:
+        return []
+    # promtool reports only the first error per run; check one by one to name each.
+    errors = []
+    for i, (name, expr) in enumerate(named_exprs):
+        single = work / f"expr_{i}.rules.yaml"
+        write_rule_file([{"name": "one", "rules": [{"record": "check:one", "expr": expr}]}], single)
+        one = run(["promtool", "check", "rules", str(single)])
+        if one.returncode != 0:
+            detail = (one.stdout + one.stderr).strip().splitlines()
+            errors.append(f"{name}: PromQL error: {detail[-1] if detail else '?'}")
+    return errors or [f"promtool: {(result.stdout + result.stderr).strip()}"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Checks
+
+def check_yamllint(args):
+    if not shutil.which("yamllint"):
+        return skip("yamllint not installed (scripts/setup)")
+    deploy = args.source_dir / "deploy"
+    result = run(["yamllint", "-f", "parsable", "-c", str(deploy / ".yamllint"), str(deploy),
+                  str(args.source_dir / "tests/deploy/alerts_test.yaml")])
+    print(result.stdout + result.stderr)
+    return 0 if result.returncode == 0 else 1
+
+
+KUSTOMIZATIONS = ["base", "examples/kube-prometheus-stack", "examples/all"]
+
+
+def render(source, work, name):
+    env = dict(os.environ, KUBECONFIG="/nonexistent")
+    result = run(["kubectl", "kustomize", str(source / "deploy" / name)], env=env)
+    if result.returncode != 0:
+        return None, result.stderr.strip()
+    out = work / (name.replace("/", "_") + ".rendered.yaml")
+    out.write_text(result.stdout)
+    return out, ""
+
+
+def check_manifests(args):
+    c = Checker()
+    if not shutil.which("kubectl"):
+        return skip("kubectl not installed: kustomize rendering needs `kubectl kustomize`")
+    validate_dir = args.source_dir / "deploy/validate"
+    if not (validate_dir / "node_modules/kubernetes-models").is_dir():
+        return skip("deploy/validate/node_modules missing (scripts/setup runs npm ci there)")
+    if not shutil.which("node"):
+        return skip("node not installed")
+    rendered = []
+    for name in KUSTOMIZATIONS:
+        path, error = render(args.source_dir, args.work_dir, name)
+        if c.check(path is not None, f"kubectl kustomize deploy/{name}: {error}"):
+            rendered.append(path)
+            docs = [d for d in yaml.safe_load_all(path.read_text()) if d]
+            kinds = sorted(f"{d['kind']}/{d['metadata']['name']}" for d in docs)
+            print(f"deploy/{name}: {', '.join(kinds)}")
+            for d in docs:
+                c.check(d["metadata"].get("namespace") == "istio-system",
+                        f"deploy/{name}: {d['kind']}/{d['metadata']['name']} not in istio-system")
+            if name == "base":
+                c.check(not any(d["apiVersion"].startswith("monitoring.coreos.com") for d in docs),
+                        "the base must install without prometheus-operator CRDs")
+            if name == "examples/kube-prometheus-stack":
+                for d in docs:
+                    if d["apiVersion"].startswith("monitoring.coreos.com"):
+                        c.check(d["metadata"].get("labels", {}).get("release") ==
+                                "kube-prometheus-stack",
+                                f"{d['kind']} lacks the release label kube-prometheus-stack selects")
+            if name == "examples/all":
+                ds = next(d for d in docs if d["kind"] == "DaemonSet")
+                caps = ds["spec"]["template"]["spec"]["containers"][0]["securityContext"][
+                    "capabilities"]["add"]
+                c.check({"BPF", "PERFMON"} <= set(caps), f"tracer component: capabilities {caps}")
+    if rendered:
+        result = run(["node", str(validate_dir / "validate.mjs"), "--work-dir",
+                      str(args.work_dir / "ts")] + [str(p) for p in rendered])
+        print(result.stdout + result.stderr)
+        c.check(result.returncode == 0, "schema / strict validation failed (above)")
+    return c.finish("manifests")
+
+
+def check_conventions(args):
+    c = Checker()
+    base = args.source_dir / "deploy/base"
+    ds_text = (base / "daemonset.yaml").read_text()
+    ds = yaml.safe_load(ds_text)
+    meta_labels = ds["metadata"].get("labels", {})
+    pod = ds["spec"]["template"]
+    labels = pod["metadata"]["labels"]
+    spec = pod["spec"]
+    container = spec["containers"][0]
+    security = container["securityContext"]
+    c.check(ds["spec"]["selector"]["matchLabels"] == {"app": "ambient-doctor"}, "selector app")
+    c.check(meta_labels.get("app") == "ambient-doctor", "DaemonSet label app")
+    c.check(labels.get("sidecar.istio.io/inject") == "false", "pod label sidecar.istio.io/inject")
+    c.check(labels.get("istio.io/dataplane-mode") == "none", "pod label istio.io/dataplane-mode")
+    c.check(labels.get("app.kubernetes.io/name") == "ambient-doctor", "app.kubernetes.io/name")
+    kustomization = yaml.safe_load((base / "kustomization.yaml").read_text())
+    c.check(kustomization.get("namespace") == "istio-system", "namespace istio-system")
+    common = {k: v for entry in kustomization.get("labels", []) for k, v in entry["pairs"].items()}
+    c.check(common.get("app.kubernetes.io/part-of") == "istio", "app.kubernetes.io/part-of")
+    c.check(spec.get("priorityClassName") == "system-node-critical", "priorityClassName")
+    c.check(spec.get("nodeSelector") == {"kubernetes.io/os": "linux"}, "linux nodes only")
+    tolerations = spec.get("tolerations", [])
+    c.check({"effect": "NoSchedule", "operator": "Exists"} in tolerations and
+            {"effect": "NoExecute", "operator": "Exists"} in tolerations and
+            {"key": "CriticalAddonsOnly", "operator": "Exists"} in tolerations,
+            "tolerate every taint")
+    strategy = ds["spec"].get("updateStrategy", {})
+    c.check(strategy.get("type") == "RollingUpdate" and
+            "maxUnavailable" in strategy.get("rollingUpdate", {}), "rolling update maxUnavailable")
+    c.check(spec.get("hostPID") is True, "hostPID: true")
+    c.check(not spec.get("hostNetwork"), "no hostNetwork")
+    c.check(security.get("privileged") is False, "not privileged")
+    c.check(security.get("allowPrivilegeEscalation") is False, "allowPrivilegeEscalation false")
+    c.check(security.get("readOnlyRootFilesystem") is True, "readOnlyRootFilesystem")
+    caps = security.get("capabilities", {})
+    c.check(caps.get("drop") == ["ALL"], "drop ALL")
+    c.check(set(caps.get("add", [])) == EXPECTED_CAPABILITIES,
+            f"capabilities {caps.get('add')} != {sorted(EXPECTED_CAPABILITIES)}")
+    # Every added capability carries a comment saying why (on its line).
+    for cap in caps.get("add", []):
+        line = next((l for l in ds_text.splitlines() if re.match(rf"\s*- {cap}\b", l)), "")
+        c.check("#" in line and len(line.split("#", 1)[1].strip()) > 10,
+                f"capability {cap} has no comment saying why")
+    # Probes and the metrics port agree with the args.
+    args_list = container["args"]
+    c.check(args_list[0] == "serve", "the container runs `serve`")
+    address = args_list[args_list.index("--metrics-address") + 1]
+    port = int(address.rsplit(":", 1)[1])
+    c.check(port == 9977, "metrics on :9977")
+    c.check(container["ports"][0]["containerPort"] == port, "containerPort matches --metrics-address")
+    c.check(pod["metadata"]["annotations"].get("prometheus.io/port") == str(port), "scrape annotation")
+    for probe in ("livenessProbe", "readinessProbe"):
+        get = container.get(probe, {}).get("httpGet", {})
+        c.check(get.get("path") == "/healthz" and get.get("port") == port, f"{probe} on /healthz")
+    env = {e["name"]: e for e in container.get("env", [])}
+    c.check(env.get("NODE_NAME", {}).get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") ==
+            "spec.nodeName", "NODE_NAME from the downward API")
+    resources = container.get("resources", {})
+    c.check(set(resources.get("requests", {})) == {"cpu", "memory"} and
+            set(resources.get("limits", {})) == {"cpu", "memory"}, "requests and limits")
+    # Mounts: every hostPath read-only; netns pins with HostToContainer propagation.
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
+    for mount in container["volumeMounts"]:
+        volume = volumes[mount["name"]]
+        if "hostPath" in volume:
+            c.check(mount.get("readOnly") is True, f"hostPath mount {mount['mountPath']} read-only")
+    for path, host in [("/host/proc", "/proc"), ("/host/var/run/netns", "/var/run/netns"),
+                       ("/host/var/run/ztunnel", "/var/run/ztunnel"),
+                       ("/sys/kernel/btf", "/sys/kernel/btf"), ("/etc/cni/net.d", "/etc/cni/net.d"),
+                       ("/host/run/containerd", "/run/containerd"), ("/host/run/crio", "/run/crio")]:
+        mount = mounts.get(path)
+        if c.check(mount is not None, f"mount {path}"):
+            c.check(volumes[mount["name"]].get("hostPath", {}).get("path") == host,
+                    f"{path} is the host's {host}")
+    for path in ("/host/var/run/netns", "/host/run/containerd"):
+        c.check(mounts.get(path, {}).get("mountPropagation") == "HostToContainer",
+                f"{path} HostToContainer")
+    api = mounts.get("/run/ambient-doctor")
+    c.check(api is not None and "emptyDir" in volumes[api["name"]], "emptyDir for the API socket")
+    # The flags file and the daemon's flags are accepted by the real binary.
+    flags = yaml.safe_load((base / "configmap.yaml").read_text())["data"]["agent.flags"]
+    flags_file = args.work_dir / "agent.flags"
+    flags_file.write_text(flags)
+    sa = yaml.safe_load((base / "serviceaccount.yaml").read_text())
+    c.check(sa.get("automountServiceAccountToken") is False, "no API token (no RBAC needed)")
+    if args.binary and pathlib.Path(args.binary).exists():
+        # Unknown flags fail at parse time (exit 2 with "unknown flag"); a scan of the missing
+        # host paths fails later with its own message, which is fine here.
+        for command in (["report"], args_list):
+            argv = [args.binary] + [a if a != "/etc/ambient-doctor/agent.flags" else str(flags_file)
+                                    for a in command]
+            if command == ["report"]:
+                argv += ["--config", str(flags_file)]
+            argv += ["--help"] if command != ["report"] else []
+            result = run(argv, timeout=20)
+            text = result.stdout + result.stderr
+            c.check("unknown" not in text.lower() and "usage error" not in text.lower(),
+                    f"{' '.join(command[:1])} rejects the deploy flags: {text.strip()[:300]}")
+    return c.finish("conventions")
+
+
+def check_rules(args):
+    c = Checker()
+    if not shutil.which("promtool"):
+        return skip("promtool not installed (Debian prometheus, scripts/setup)")
+    groups = extract_rule_groups(args.source_dir)
+    rules_file = args.work_dir / "rules.yaml"
+    write_rule_file(groups, rules_file)
+    result = run(["promtool", "check", "rules", str(rules_file)])
+    print(result.stdout + result.stderr)
+    c.check(result.returncode == 0, "promtool check rules")
+    shutil.copy(args.source_dir / "tests/deploy/alerts_test.yaml", args.work_dir / "alerts_test.yaml")
+    result = run(["promtool", "test", "rules", "alerts_test.yaml"], cwd=args.work_dir)
+    print(result.stdout + result.stderr)
+    c.check(result.returncode == 0, "promtool test rules")
+    tests = yaml.safe_load((args.source_dir / "tests/deploy/alerts_test.yaml").read_text())["tests"]
+    tested = {}
+    for test in tests:
+        for case in test.get("alert_rule_test", []):
+            tested.setdefault(case["alertname"], []).append(bool(case.get("exp_alerts")))
+    for rule in (r for g in groups for r in g["rules"] if "alert" in r):
+        name = rule["alert"]
+        cases = tested.get(name, [])
+        c.check(True in cases and False in cases,
+                f"{name}: needs a unit test that fires and one that does not")
+        c.check("by (node)" in rule["expr"], f"{name}: expression must keep the node label")
+        c.check(rule.get("labels", {}).get("severity") in {"critical", "warning", "info"},
+                f"{name}: severity label")
+        url = rule.get("annotations", {}).get("runbook_url", "")
+        c.check(url.endswith(f"/docs/runbooks/{name}.md"), f"{name}: runbook_url {url}")
+        c.check("for" in rule, f"{name}: no `for:` (pages on a blip)")
+    return c.finish("rules")
+
+
+def check_runbooks(args):
+    c = Checker()
+    for rule in alert_rules(args.source_dir):
+        page = args.source_dir / "docs/runbooks" / f"{rule['alert']}.md"
+        if not c.check(page.exists(), f"{page} missing"):
+            continue
+        text = page.read_text()
+        c.check(text.startswith(f"# {rule['alert']}\n"), f"{page.name}: title")
+        for section in RUNBOOK_SECTIONS:
+            c.check(section in text, f"{page.name}: section '{section}' missing")
+        confirm = text.split("## Confirm", 1)[-1].split("## ", 1)[0]
+        c.check("ambient-doctor report" in confirm, f"{page.name}: confirm with ambient-doctor report")
+        causes = text.split("## Likely causes", 1)[-1].split("## ", 1)[0]
+        # Mesh alerts cite the Istio releases/issues behind them; the agent's own alerts cannot.
+        c.check(rule["alert"].startswith("AmbientDoctor") or re.search(r"#\d{3,}|1\.\d\d\.\d", causes) is not None,
+                f"{page.name}: likely causes cite no Istio release or issue")
+    return c.finish("runbooks")
+
+
+def runtime_packages(containerfile):
+    """The packages the runtime stage installs with apt-get."""
+    stages = re.split(r"(?m)^FROM\s+", containerfile.read_text())
+    runtime = next((s for s in stages if re.match(r"\S+\s+AS\s+runtime", s, re.I)), "")
+    joined = re.sub(r"\\\n", " ", runtime)
+    packages = set()
+    for match in re.finditer(r"apt-get install ([^&\n]*)", joined):
+        packages |= {t for t in match.group(1).split() if not t.startswith("-")}
+    return packages
+
+
+def owner_package(library):
+    candidates = [library, os.path.realpath(library)]
+    for path in list(candidates):
+        if path.startswith("/usr/lib/"):
+            candidates.append(path[len("/usr"):])
+        elif path.startswith("/lib"):
+            candidates.append("/usr" + path)
+    for path in candidates:
+        result = run(["dpkg", "-S", path])
+        if result.returncode == 0:
+            return result.stdout.split(":", 1)[0].strip()
+    return None
+
+
+def check_image(args):
+    c = Checker()
+    if not shutil.which("dpkg") or not shutil.which("ldd"):
+        return skip("dpkg/ldd not available (not a Debian machine)")
+    binary = pathlib.Path(args.binary or "")
+    if not binary.exists():
+        return skip(f"binary {binary} not built")
+    result = run(["ldd", str(binary)])
+    c.check(result.returncode == 0, f"ldd failed: {result.stderr}")
+    needed = {}
+    for line in result.stdout.splitlines():
+        match = re.search(r"=>\s*(/\S+)|^\s*(/\S+)\s+\(", line)
+        if not match:
+            continue  # linux-vdso
+        library = match.group(1) or match.group(2)
+        package = owner_package(library)
+        if c.check(package is not None, f"no Debian package owns {library}"):
+            needed.setdefault(package, []).append(os.path.basename(library))
+    listed = runtime_packages(args.source_dir / "deploy/Containerfile")
+    for package, libraries in sorted(needed.items()):
+        print(f"{package}: {', '.join(libraries)}")
+        c.check(package in listed, f"runtime stage lacks {package} ({', '.join(libraries)})")
+    for package in sorted(listed - set(needed)):
+        c.check(False, f"runtime stage installs {package}, which no linked library needs")
+    return c.finish("image")
+
+
+def check_dashboard(args):
+    c = Checker()
+    path = args.source_dir / "deploy/grafana/ambient-doctor.json"
+    try:
+        dashboard = json.loads(path.read_text())
+    except ValueError as error:
+        print(f"FAIL {path}: invalid JSON: {error}")
+        return 1
+    c.check(isinstance(dashboard.get("uid"), str) and 0 < len(dashboard["uid"]) <= 40, "uid")
+    c.check(bool(dashboard.get("title")), "title")
+    c.check(isinstance(dashboard.get("schemaVersion"), int), "numeric schemaVersion")
+    variables = {v["name"]: v for v in dashboard.get("templating", {}).get("list", [])}
+    c.check(variables.get("datasource", {}).get("type") == "datasource", "$datasource variable")
+    c.check(variables.get("datasource", {}).get("query") == "prometheus", "$datasource prometheus")
+    c.check("node" in variables, "$node variable")
+    builtins = {"__rate_interval", "__interval", "__range", "__interval_ms", "__range_s"}
+    ids = set()
+
+    def walk(panels):
+        for panel in panels:
+            where = f"panel {panel.get('id')} \"{panel.get('title', '')}\""
+            c.check(isinstance(panel.get("id"), int), f"{where}: no id")
+            c.check(panel.get("id") not in ids, f"{where}: duplicate panel id")
+            ids.add(panel.get("id"))
+            c.check("gridPos" in panel, f"{where}: no gridPos")
+            for holder in [panel] + panel.get("targets", []):
+                ds = holder.get("datasource")
+                if isinstance(ds, dict):
+                    c.check(ds.get("uid") in ("${datasource}", "$datasource", "-- Mixed --",
+                                              "-- Grafana --"),
+                            f"{where}: hard-coded datasource {json.dumps(ds)}")
+            for t in panel.get("targets", []):
+                for var in re.findall(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)", t.get("expr", "")):
+                    c.check(var in variables or var in builtins,
+                            f"{where} ref {t.get('refId')}: uses undefined variable ${var}")
+            walk(panel.get("panels", []))
+
+    walk(dashboard.get("panels", []))
+    # The generator and the committed JSON agree (nobody edited one and forgot the other).
+    generated = run(["/usr/bin/python3", "-c",
+                     "import json,sys; sys.path.insert(0, sys.argv[1]); import generate; "
+                     "print(json.dumps(generate.build(), indent=2))",
+                     str(args.source_dir / "deploy/grafana")])
+    c.check(generated.returncode == 0 and generated.stdout == path.read_text(),
+            "ambient-doctor.json differs from deploy/grafana/generate.py's output (run it)")
+    queries = dashboard_queries(dashboard)
+    for panel_id, title, ref, expr in queries:
+        for name in metric_names(substitute_grafana(expr)):
+            c.check(name.startswith("ambient_doctor_") or name in EXTERNAL_METRICS,
+                    f"panel {panel_id} \"{title}\" ref {ref}: unknown metric {name}")
+    if not shutil.which("promtool"):
+        print("SKIP-PART: promtool not installed, PromQL not parsed")
+    else:
+        named = [(f"panel {p} \"{t}\" ref {r}", substitute_grafana(e)) for p, t, r, e in queries]
+        for error in promtool_check_expressions(named, args.work_dir):
+            c.check(False, error)
+    print(f"{len(ids)} panels, {len(queries)} queries")
+    return c.finish("dashboard")
+
+
+CHECKS = {
+    "yamllint": check_yamllint,
+    "manifests": check_manifests,
+    "conventions": check_conventions,
+    "rules": check_rules,
+    "runbooks": check_runbooks,
+    "image": check_image,
+    "dashboard": check_dashboard,
+}
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("check", choices=sorted(CHECKS))
+    parser.add_argument("--source-dir", type=pathlib.Path, required=True)
+    parser.add_argument("--work-dir", type=pathlib.Path, required=True)
+    parser.add_argument("--binary", default="")
+    args = parser.parse_args()
+    args.work_dir.mkdir(parents=True, exist_ok=True)
+    return CHECKS[args.check](args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

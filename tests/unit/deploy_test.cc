@@ -1,0 +1,49 @@
+// deploy/ checked offline (no cluster, no root): YAML style, kustomize rendering with schema and
+// strict unknown-field validation, the DaemonSet's conventions and least privilege, the alert
+// rules (promtool check + unit tests of every alert), the runbooks, the image's runtime packages
+// against `ldd` of the built binary, and the Grafana dashboard's lint and PromQL. The checks live
+// in tests/deploy/deploy_checks.py; the live Prometheus proof is
+// tests/integration/alerts_live_test.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "deploy/deploy_script.h"
+
+namespace {
+
+std::string Arguments(const std::string& check) {
+  return check + " --source-dir " + AD_SOURCE_DIR + " --work-dir " + AD_BINARY_DIR +
+         "/tests/deploy-work/" + check + " --binary " + AD_BINARY_DIR + "/agent/ambient-doctor";
+}
+
+TEST(DeployTest, YamlPassesYamllint) {
+  AD_EXPECT_DEPLOY_SCRIPT("deploy_checks.py", Arguments("yamllint"));
+}
+
+TEST(DeployTest, KustomizationsRenderAndValidateStrictly) {
+  AD_EXPECT_DEPLOY_SCRIPT("deploy_checks.py", Arguments("manifests"));
+}
+
+TEST(DeployTest, DaemonSetFollowsConventionsWithLeastPrivilege) {
+  AD_EXPECT_DEPLOY_SCRIPT("deploy_checks.py", Arguments("conventions"));
+}
+
+TEST(DeployTest, AlertRulesPassPromtoolCheckAndUnitTests) {
+  AD_EXPECT_DEPLOY_SCRIPT("deploy_checks.py", Arguments("rules"));
+}
+
+TEST(DeployTest, EveryAlertHasARunbook) {
+  AD_EXPECT_DEPLOY_SCRIPT("deploy_checks.py", Arguments("runbooks"));
+}
+
+TEST(DeployTest, ImageRuntimeStageInstallsExactlyTheLinkedLibraries) {
+  AD_EXPECT_DEPLOY_SCRIPT("deploy_checks.py", Arguments("image"));
+}
+
+TEST(DeployTest, DashboardLintsAndEveryQueryParses) {
+  AD_EXPECT_DEPLOY_SCRIPT("deploy_checks.py", Arguments("dashboard"));
+}
+
+}  // namespace
