@@ -2,7 +2,7 @@
 """Offline checks of deploy/ (manifests, alerts, runbooks, image recipe, dashboard).
 
 usage: deploy_checks.py CHECK --source-dir DIR --work-dir DIR [--binary PATH]
-CHECK: yamllint | manifests | conventions | rules | runbooks | image | dashboard
+CHECK: yamllint | manifests | conventions | rules | runbooks | image | dashboard | selftest
 Exit 0 = pass, 1 = failures (listed), 77 = skipped (the reason is the last line: "SKIP: ...").
 Run through tests/unit/deploy_test.cc (ctest); /usr/bin/python3 because it has PyYAML.
 """
@@ -78,14 +78,13 @@ def metric_names(expr):
     text = re.sub(r"\{[^}]*\}", " ", text)  # label matchers
     text = re.sub(r"\[[^\]]*\]", " ", text)  # range durations
     text = re.sub(r"\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)", " ", text)
+    text = re.sub(r"(?<![A-Za-z0-9_:])\d[\w.]*", " ", text)  # numbers and durations (5m, 0.99)
     names = set()
     for match in re.finditer(r"[A-Za-z_:][A-Za-z0-9_:]*", text):
         name = match.group(0)
         rest = text[match.end():].lstrip()
         if rest.startswith("(") or name in PROMQL_WORDS:
             continue  # a function call or keyword
-        if re.fullmatch(r"\d+[smhdwy]?", name):
-            continue
         names.add(name)
     return names
 
@@ -148,6 +147,7 @@ def write_rule_file(groups, path):
 def promtool_check_expressions(named_exprs, work):
     """Parses every expression with promtool (as recording rules); returns error lines."""
     rules = [{"record": f"check:expr_{i}", "expr": expr} for i, (_, expr) in enumerate(named_exprs)]
+    work.mkdir(parents=True, exist_ok=True)
     path = work / "expressions.rules.yaml"
     write_rule_file([{"name": "expressions", "rules": rules}], path)
     result = run(["promtool", "check", "rules", str(path)])
@@ -233,10 +233,10 @@ def check_manifests(args):
     return c.finish("manifests")
 
 
-def check_conventions(args):
+def check_conventions(args, ds_text=None):
     c = Checker()
     base = args.source_dir / "deploy/base"
-    ds_text = (base / "daemonset.yaml").read_text()
+    ds_text = ds_text if ds_text is not None else (base / "daemonset.yaml").read_text()
     ds = yaml.safe_load(ds_text)
     meta_labels = ds["metadata"].get("labels", {})
     pod = ds["spec"]["template"]
@@ -388,9 +388,9 @@ def check_runbooks(args):
     return c.finish("runbooks")
 
 
-def runtime_packages(containerfile):
+def runtime_packages(containerfile_text):
     """The packages the runtime stage installs with apt-get."""
-    stages = re.split(r"(?m)^FROM\s+", containerfile.read_text())
+    stages = re.split(r"(?m)^FROM\s+", containerfile_text)
     runtime = next((s for s in stages if re.match(r"\S+\s+AS\s+runtime", s, re.I)), "")
     joined = re.sub(r"\\\n", " ", runtime)
     packages = set()
@@ -431,13 +431,17 @@ def check_image(args):
         package = owner_package(library)
         if c.check(package is not None, f"no Debian package owns {library}"):
             needed.setdefault(package, []).append(os.path.basename(library))
-    listed = runtime_packages(args.source_dir / "deploy/Containerfile")
+    listed = runtime_packages((args.source_dir / "deploy/Containerfile").read_text())
+    compare_packages(c, needed, listed)
+    return c.finish("image")
+
+
+def compare_packages(c, needed, listed):
     for package, libraries in sorted(needed.items()):
         print(f"{package}: {', '.join(libraries)}")
         c.check(package in listed, f"runtime stage lacks {package} ({', '.join(libraries)})")
     for package in sorted(listed - set(needed)):
         c.check(False, f"runtime stage installs {package}, which no linked library needs")
-    return c.finish("image")
 
 
 def check_dashboard(args):
@@ -448,6 +452,18 @@ def check_dashboard(args):
     except ValueError as error:
         print(f"FAIL {path}: invalid JSON: {error}")
         return 1
+    lint_dashboard(c, dashboard, args.work_dir)
+    # The generator and the committed JSON agree (nobody edited one and forgot the other).
+    generated = run(["/usr/bin/python3", "-c",
+                     "import json,sys; sys.path.insert(0, sys.argv[1]); import generate; "
+                     "print(json.dumps(generate.build(), indent=2))",
+                     str(args.source_dir / "deploy/grafana")])
+    c.check(generated.returncode == 0 and generated.stdout == path.read_text(),
+            "ambient-doctor.json differs from deploy/grafana/generate.py's output (run it)")
+    return c.finish("dashboard")
+
+
+def lint_dashboard(c, dashboard, work):
     c.check(isinstance(dashboard.get("uid"), str) and 0 < len(dashboard["uid"]) <= 40, "uid")
     c.check(bool(dashboard.get("title")), "title")
     c.check(isinstance(dashboard.get("schemaVersion"), int), "numeric schemaVersion")
@@ -478,13 +494,6 @@ def check_dashboard(args):
             walk(panel.get("panels", []))
 
     walk(dashboard.get("panels", []))
-    # The generator and the committed JSON agree (nobody edited one and forgot the other).
-    generated = run(["/usr/bin/python3", "-c",
-                     "import json,sys; sys.path.insert(0, sys.argv[1]); import generate; "
-                     "print(json.dumps(generate.build(), indent=2))",
-                     str(args.source_dir / "deploy/grafana")])
-    c.check(generated.returncode == 0 and generated.stdout == path.read_text(),
-            "ambient-doctor.json differs from deploy/grafana/generate.py's output (run it)")
     queries = dashboard_queries(dashboard)
     for panel_id, title, ref, expr in queries:
         for name in metric_names(substitute_grafana(expr)):
@@ -494,13 +503,102 @@ def check_dashboard(args):
         print("SKIP-PART: promtool not installed, PromQL not parsed")
     else:
         named = [(f"panel {p} \"{t}\" ref {r}", substitute_grafana(e)) for p, t, r, e in queries]
-        for error in promtool_check_expressions(named, args.work_dir):
+        for error in promtool_check_expressions(named, work):
             c.check(False, error)
     print(f"{len(ids)} panels, {len(queries)} queries")
-    return c.finish("dashboard")
+
+
+def check_selftest(args):
+    """The checks are not vacuous: broken copies of each input must be caught, by name."""
+    c = Checker()
+
+    def expect(failures, wanted, what):
+        text = "\n".join(failures)
+        for needle in wanted:
+            c.check(needle in text, f"{what}: no failure mentioning {needle!r} in: {text[:600]}")
+
+    # PromQL reference extraction.
+    names = metric_names('sum by (node, code) (rate(foo_total{a="b",c=~"x|y"}[5m])) > 0 '
+                         'and on (node) histogram_quantile(0.9, bar_bucket) offset 5m')
+    c.check(names == {"foo_total", "bar_bucket"}, f"metric_names: {names}")
+    c.check(label_matchers('m{a="b", c=~"x|y"}') == [("m", "a", "=", "b"), ("m", "c", "=~", "x|y")],
+            "label_matchers")
+
+    # DaemonSet conventions.
+    ds = (args.source_dir / "deploy/base/daemonset.yaml").read_text()
+    broken = (ds.replace("privileged: false", "privileged: true")
+                .replace("hostPID: true", "hostPID: false\n      hostNetwork: true")
+                .replace("- NET_RAW  #", "- NET_RAW\n                - SYS_MODULE  #")
+                .replace("readOnly: true\n              mountPropagation: HostToContainer",
+                         "mountPropagation: HostToContainer", 1))
+    broken = re.sub(r"(- SYS_PTRACE)\s+#.*", r"\1", broken)
+    original_finish = Checker.finish
+    Checker.finish = lambda self, what: self.failures  # collect instead of printing
+    try:
+        failures = check_conventions(argparse.Namespace(source_dir=args.source_dir,
+                                                        work_dir=args.work_dir, binary=""), broken)
+    finally:
+        Checker.finish = original_finish
+    expect(failures, ["not privileged", "hostPID: true", "no hostNetwork", "SYS_MODULE",
+                      "capability SYS_PTRACE has no comment",
+                      "hostPath mount /host/var/run/netns read-only"], "conventions")
+
+    # Image packages: a missing and a superfluous package.
+    sub = Checker()
+    listed = runtime_packages("FROM x AS build\nRUN apt-get install -y gcc\n"
+                              "FROM y AS runtime\nRUN apt-get install -y --no-install-recommends \\\n"
+                              "      libc6 \\\n      curl \\\n && rm -rf /var/lib/apt/lists/*\n")
+    c.check(listed == {"libc6", "curl"}, f"runtime_packages: {listed}")
+    compare_packages(sub, {"libc6": ["libc.so.6"], "libmnl0": ["libmnl.so.0"]}, listed)
+    expect(sub.failures, ["lacks libmnl0", "installs curl"], "image")
+
+    # Dashboard lint.
+    dashboard = json.loads((args.source_dir / "deploy/grafana/ambient-doctor.json").read_text())
+    panels = dashboard["panels"]
+    panels[2]["id"] = panels[1]["id"]
+    panels[3]["datasource"] = {"type": "prometheus", "uid": "P1809F7CD0C75ACF3"}
+    panels[4]["targets"][0]["expr"] = "sum(up{node=~\"$nodes\"})"
+    panels[6]["targets"][0]["expr"] = "sum by (node (ambient_doctor_pods)"
+    panels[7]["targets"][0]["expr"] = "sum(ambient_doctor_podz) + sum(renamed_metric)"
+    del panels[8]["gridPos"]
+    sub = Checker()
+    if shutil.which("promtool"):
+        lint_dashboard(sub, dashboard, args.work_dir / "selftest-dashboard")
+        expect(sub.failures, ["duplicate panel id", "hard-coded datasource",
+                              "undefined variable $nodes", "PromQL error", "unknown metric renamed_metric",
+                              "no gridPos"], "dashboard")
+
+    # Rules: an expression without `by (node)` fires for the wrong node in the unit tests.
+    if shutil.which("promtool"):
+        groups = extract_rule_groups(args.source_dir)
+        for group in groups:
+            for rule in group["rules"]:
+                rule["expr"] = rule["expr"].replace("max by (node) (ambient_doctor_zds_stall)",
+                                                    "max(ambient_doctor_zds_stall)")
+        work = args.work_dir / "selftest-rules"
+        work.mkdir(parents=True, exist_ok=True)
+        write_rule_file(groups, work / "rules.yaml")
+        shutil.copy(args.source_dir / "tests/deploy/alerts_test.yaml", work / "alerts_test.yaml")
+        result = run(["promtool", "test", "rules", "alerts_test.yaml"], cwd=work)
+        c.check(result.returncode != 0 and "AmbientZdsStall" in result.stdout + result.stderr,
+                "promtool test rules did not catch an alert that lost its node label")
+
+    # Manifests: strict validation catches a misspelled field the schemas allow.
+    validate = args.source_dir / "deploy/validate"
+    if shutil.which("kubectl") and shutil.which("node") and (validate / "node_modules").is_dir():
+        path, _ = render(args.source_dir, args.work_dir, "base")
+        if c.check(path is not None, "render base"):
+            bad = args.work_dir / "selftest-bad.yaml"
+            bad.write_text(path.read_text().replace("hostPID: true", "hostPid: true"))
+            result = run(["node", str(validate / "validate.mjs"), "--work-dir",
+                          str(args.work_dir / "selftest-ts"), str(bad)])
+            c.check(result.returncode == 1 and "hostPid" in result.stdout,
+                    f"validate.mjs missed a misspelled field: {result.stdout}")
+    return c.finish("selftest")
 
 
 CHECKS = {
+    "selftest": check_selftest,
     "yamllint": check_yamllint,
     "manifests": check_manifests,
     "conventions": check_conventions,

@@ -46,4 +46,10 @@ TEST(DeployTest, DashboardLintsAndEveryQueryParses) {
   AD_EXPECT_DEPLOY_SCRIPT("deploy_checks.py", Arguments("dashboard"));
 }
 
+// Broken copies of the DaemonSet, the image recipe, the dashboard, the rules and a rendered
+// manifest are each caught by name: the checks above cannot pass vacuously.
+TEST(DeployTest, ChecksCatchBrokenInputs) {
+  AD_EXPECT_DEPLOY_SCRIPT("deploy_checks.py", Arguments("selftest"));
+}
+
 }  // namespace
