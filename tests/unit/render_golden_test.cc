@@ -1,0 +1,92 @@
+// The renderers against golden files made by the snapshot-based renderers they replaced (commit
+// 5086a23): a local scan must print byte for byte what it printed before the report model moved to
+// the proto. AD_UPDATE_GOLDEN=1 rewrites the files (review the diff).
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "cli/report_render.h"
+#include "cli/rules_render.h"
+#include "render_fixtures.h"
+
+namespace ad::cli {
+namespace {
+
+std::string GoldenPath(const std::string& name) {
+  return std::string(AD_SOURCE_DIR) + "/tests/unit/golden/render/" + name;
+}
+
+void ExpectGolden(const std::string& name, const std::string& actual) {
+  const std::string path = GoldenPath(name);
+  if (std::getenv("AD_UPDATE_GOLDEN") != nullptr) {
+    std::ofstream(path, std::ios::binary) << actual;
+    return;
+  }
+  std::ifstream in(path, std::ios::binary);
+  ASSERT_TRUE(in) << "missing golden file " << path << " (AD_UPDATE_GOLDEN=1 writes it)";
+  std::stringstream expected;
+  expected << in.rdbuf();
+  EXPECT_EQ(expected.str(), actual) << "differs from " << path;
+}
+
+std::string Table(const test::RenderFixture& f, bool color, bool all) {
+  RenderOptions options;
+  options.color = color;
+  options.show_all_netns = all;
+  return RenderReportTable(f.snapshot, f.analysis, options);
+}
+
+TEST(RenderGolden, ReportTables) {
+  const test::RenderFixture rules = test::RulesNode();
+  ExpectGolden("report_rules.txt", Table(rules, false, true));
+  ExpectGolden("report_rules_istio_only.txt", Table(rules, false, false));
+  ExpectGolden("report_rules_color.txt", Table(rules, true, true));
+  const test::RenderFixture oneshot = test::ZdsRichNode(false);
+  ExpectGolden("report_zds_oneshot.txt", Table(oneshot, false, true));
+  ExpectGolden("report_zds_oneshot_color.txt", Table(oneshot, true, false));
+  ExpectGolden("report_zds_history.txt", Table(test::ZdsRichNode(true), false, true));
+  ExpectGolden("report_zds_no_listener.txt", Table(test::ZdsNoListenerNode(), false, true));
+}
+
+TEST(RenderGolden, ReportJson) {
+  ExpectGolden("report_zds_oneshot.json", RenderReportJson(test::ZdsRichNode(false).snapshot,
+                                                           test::ZdsRichNode(false).analysis));
+}
+
+std::vector<FindingChange> SomeChanges() {
+  std::vector<FindingChange> changes;
+  const test::RenderFixture before = test::RulesNode();
+  for (size_t i = 0; i < before.analysis.findings.size() && i < 2; ++i) {
+    changes.push_back({FindingChange::Kind::kResolved, before.analysis.findings[i]});
+  }
+  for (const Finding& f : test::ZdsRichNode(true).analysis.findings) {
+    changes.push_back({FindingChange::Kind::kOpened, f});
+  }
+  return changes;
+}
+
+TEST(RenderGolden, WatchChanges) {
+  const test::RenderFixture after = test::ZdsRichNode(true);
+  const std::vector<FindingChange> changes = SomeChanges();
+  ExpectGolden("changes.txt", RenderChangeLines(changes, test::kFixtureTakenAt, false));
+  ExpectGolden("changes_color.txt", RenderChangeLines(changes, test::kFixtureTakenAt, true));
+  ExpectGolden("changes.json", RenderChangesJson(after.snapshot, after.analysis, changes));
+}
+
+TEST(RenderGolden, Rules) {
+  const test::RenderFixture f = test::RulesNode();
+  std::string text, json;
+  for (const NetnsSnapshot& ns : f.snapshot.netns) {
+    const NetnsClassification c = Classify(ns);
+    text += RenderRulesText(ns, c) + "\n=====\n";
+    json += RenderRulesJson(ns, c) + "\n=====\n";
+  }
+  ExpectGolden("rules.txt", text);
+  ExpectGolden("rules.json", json);
+}
+
+}  // namespace
+}  // namespace ad::cli
