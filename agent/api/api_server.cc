@@ -267,6 +267,7 @@ struct ApiServer::Impl final : pb::AmbientDoctor::Service {
     const EngineStep& step = latest->step;
     *reply = BuildReport(step.snapshot, step.analysis,
                          ReportHistory{&step.finding_records, step.recently_resolved.get()});
+    FillDaemonOrigin(*latest, reply->mutable_origin());
     return grpc::Status::OK;
   }
 

@@ -13,6 +13,91 @@ namespace {
 // nsfs and sockfs inode numbers are 32-bit in the kernel (proc_inum, get_next_ino).
 uint32_t Inode(uint64_t inode) { return static_cast<uint32_t>(inode); }
 double Ms(int64_t unix_ms) { return static_cast<double>(unix_ms); }
+std::string_view MatchKindName(MatchKind k) {
+  switch (k) {
+    case MatchKind::kProtocol:
+      return "protocol";
+    case MatchKind::kSrcAddr:
+      return "src_addr";
+    case MatchKind::kDstAddr:
+      return "dst_addr";
+    case MatchKind::kSrcPort:
+      return "src_port";
+    case MatchKind::kDstPort:
+      return "dst_port";
+    case MatchKind::kInIface:
+      return "in_iface";
+    case MatchKind::kOutIface:
+      return "out_iface";
+    case MatchKind::kMark:
+      return "mark";
+    case MatchKind::kConnmark:
+      return "connmark";
+    case MatchKind::kSet:
+      return "set";
+    case MatchKind::kSocketExists:
+      return "socket_exists";
+    case MatchKind::kSocketUid:
+      return "socket_uid";
+    case MatchKind::kSocketGid:
+      return "socket_gid";
+    case MatchKind::kCtState:
+      return "ct_state";
+    case MatchKind::kAddrType:
+      return "addr_type";
+    case MatchKind::kUnknown:
+      return "unknown";
+  }
+  return "unknown";
+}
+
+std::string_view ActionKindName(ActionKind k) {
+  switch (k) {
+    case ActionKind::kContinue:
+      return "continue";
+    case ActionKind::kAccept:
+      return "accept";
+    case ActionKind::kDrop:
+      return "drop";
+    case ActionKind::kReject:
+      return "reject";
+    case ActionKind::kReturn:
+      return "return";
+    case ActionKind::kJump:
+      return "jump";
+    case ActionKind::kGoto:
+      return "goto";
+    case ActionKind::kRedirect:
+      return "redirect";
+    case ActionKind::kDnat:
+      return "dnat";
+    case ActionKind::kSnat:
+      return "snat";
+    case ActionKind::kMasquerade:
+      return "masquerade";
+    case ActionKind::kTproxy:
+      return "tproxy";
+    case ActionKind::kSetMark:
+      return "set_mark";
+    case ActionKind::kSetConnmark:
+      return "set_connmark";
+    case ActionKind::kRestoreConnmark:
+      return "restore_connmark";
+    case ActionKind::kSaveConnmark:
+      return "save_connmark";
+    case ActionKind::kCtZone:
+      return "ct_zone";
+    case ActionKind::kNotrack:
+      return "notrack";
+    case ActionKind::kLog:
+      return "log";
+    case ActionKind::kVerdictMap:
+      return "verdict_map";
+    case ActionKind::kUnknown:
+      return "unknown";
+  }
+  return "unknown";
+}
 
 template <typename Repeated>
 void AddErrors(const std::vector<SourceError>& errors, Repeated* out) {
@@ -239,9 +324,52 @@ pb::NetnsRules BuildNetnsRules(const NetnsSnapshot& ns, const NetnsClassificatio
         line->set_text(RenderRule(table, chain.name, rule));
         line->set_comment(rule.comment);
         line->set_handle(static_cast<uint32_t>(rule.handle));
+        for (const Match& m : rule.sem.matches) {
+          pb::RuleMatch* match = line->add_matches();
+          match->set_kind(std::string(MatchKindName(m.kind)));
+          match->set_negated(m.negated);
+          match->set_value(m.value);
+          match->set_value2(m.value2);
+          match->set_text(m.text);
+          for (const std::string& e : m.elements) match->add_elements(e);
+        }
+        const Action& a = rule.sem.action;
+        pb::RuleAction* action = line->mutable_action();
+        action->set_kind(std::string(ActionKindName(a.kind)));
+        action->set_value(a.value);
+        action->set_value2(a.value2);
+        action->set_value3(a.value3);
+        action->set_text(a.text);
+        for (const std::string& e : a.elements) action->add_elements(e);
       }
     }
+    for (const NftSet& set : table.sets) {
+      pb::NftSet* s = t->add_sets();
+      s->set_name(set.name);
+      s->set_type(set.key_type);
+      s->set_data_type(set.data_type);
+      s->set_anonymous(set.anonymous);
+      s->set_interval(set.interval);
+      s->set_comment(set.comment);
+      for (const std::string& e : set.elements) s->add_elements(e);
+    }
   }
+  for (const IpSet& set : ns.netfilter.ipsets) {
+    pb::Ipset* s = out.add_ipsets();
+    s->set_name(set.name);
+    s->set_type(set.type);
+    s->set_family(std::string(FamilyName(set.family)));
+    for (const std::string& m : set.members) s->add_members(m);
+  }
+  for (const InterfaceAddress& a : ns.routing.addresses) {
+    pb::InterfaceAddress* address = out.add_addresses();
+    address->set_ifname(a.ifname);
+    address->set_family(std::string(FamilyName(a.family)));
+    address->set_address(a.address);
+    address->set_prefix_len(a.prefix_len);
+    address->set_global(a.global_scope);
+  }
+  out.set_ipv6_disabled(ns.routing.ipv6_disabled);
   for (const PolicyRule& r : ns.routing.rules) {
     pb::PolicyRule* p = out.add_policy_rules();
     p->set_family(std::string(FamilyName(r.family)));
@@ -271,6 +399,13 @@ pb::NetnsRules BuildNetnsRules(const NetnsSnapshot& ns, const NetnsClassificatio
   for (const std::string& name : ns.netfilter.legacy_tables_v4) out.add_legacy_tables_v4(name);
   for (const std::string& name : ns.netfilter.legacy_tables_v6) out.add_legacy_tables_v6(name);
   return out;
+}
+
+void FillDaemonOrigin(const PublishedResult& result, pb::ReportOrigin* origin) {
+  origin->set_source("daemon");
+  origin->set_sequence(result.sequence);
+  origin->set_trigger(std::string(StepTriggerName(result.trigger)));
+  origin->set_history(true);
 }
 
 std::string ToJson(const google::protobuf::Message& message, bool compact) {

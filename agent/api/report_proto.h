@@ -9,6 +9,7 @@
 #include "ambientdoctor/v1/ambient_doctor.pb.h"
 #include "analysis/analysis.h"
 #include "analysis/history.h"
+#include "engine/result_hub.h"
 #include "model/snapshot.h"
 
 namespace ad::api {
@@ -32,6 +33,10 @@ pb::NetnsEntry BuildNetnsEntry(const NetnsSnapshot& netns, const NetnsClassifica
                                const NodeAnalysis& analysis);
 pb::NetnsRules BuildNetnsRules(const NetnsSnapshot& netns, const NetnsClassification& c,
                                const NodeAnalysis& analysis);
+
+// The daemon's part of a report's origin: source "daemon", the result's sequence and trigger,
+// history on. The client adds the socket and the age.
+void FillDaemonOrigin(const PublishedResult& result, pb::ReportOrigin* origin);
 
 // protobuf's JSON printer: proto field names, every scalar printed (absent only for unknown
 // optional values and messages), indented unless `compact`.

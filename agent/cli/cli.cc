@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <optional>
@@ -22,9 +23,11 @@
 
 #include "analysis/analysis.h"
 #include "api/api_server.h"
+#include "api/report_proto.h"
 #include "cli/flags.h"
 #include "cli/report_render.h"
 #include "cli/rules_render.h"
+#include "client/api_client.h"
 #include "daemon/daemon.h"
 #include "engine/engine.h"
 #include "metrics/metrics_endpoint.h"
@@ -312,6 +315,104 @@ std::optional<int> ParseOrExit(FlagSet& flags, const std::vector<std::string>& a
   return std::nullopt;
 }
 
+void AddClientFlags(FlagSet& flags) {
+  flags.Add({.name = "local",
+             .takes_value = false,
+             .help = "Scan locally even when the daemon (serve) answers on --api-socket."});
+  flags.Add({.name = "api-socket",
+             .value_name = "PATH",
+             .default_text = client::kDefaultApiSocket,
+             .help = "The daemon's gRPC socket. Used when it exists and answers (within ~2 s); "
+                     "else the command scans locally and says why."});
+}
+
+// Flags that pick what a scan covers or how it judges. The daemon scans its own configured scope,
+// so with any of them the command scans locally (or, with an explicit --api-socket, refuses).
+constexpr const char* kScanScopeFlags[] = {
+    "proc-root",          "no-proc",       "netns-dir",          "host-netns", "netns-match",
+    "zds-socket",         "host-root",     "cri-endpoint",       "no-cri",     "no-zds",
+    "ztunnel-admin-port", "ztunnel-netns", "zds-stall-threshold"};
+
+// Whether to ask the daemon: a connected client, or why not (the local scan's note).
+struct DaemonChoice {
+  std::unique_ptr<client::ApiClient> client;
+  std::string socket;           // the socket tried, "" when none was
+  std::string fallback_reason;  // why the command scans locally
+  bool daemon_failed = false;   // a socket was there but no usable daemon behind it
+  bool refused = false;         // contradictory flags: explained on stderr, exit 2
+};
+
+// Says why the command works without the daemon: a warning when a socket was there but failed
+// (stale, hung, not gRPC), else only at info level (no daemon on this node, --local).
+void LogFallback(const DaemonChoice& choice, const std::string& what) {
+  if (choice.daemon_failed) {
+    spdlog::warn("{} locally: {}", what, choice.fallback_reason);
+  } else {
+    spdlog::info("{} locally: {}", what, choice.fallback_reason);
+  }
+}
+
+// `scoped`: the command scans a node (report, watch); rules reads one netns by path.
+DaemonChoice ChooseDaemon(const FlagSet& flags, const std::string& command, bool scoped = true) {
+  DaemonChoice choice;
+  if (flags.Has("local")) {
+    choice.fallback_reason = "--local";
+    return choice;
+  }
+  // A flags file (--config, --lab) sets a scope itself: name it, not the flags it holds.
+  std::string scope;
+  auto add = [&scope](const std::string& name) { scope += (scope.empty() ? "--" : ", --") + name; };
+  for (const char* name : {"config", "lab", "lab-prefix"}) {
+    if (scoped && flags.Has(name)) add(name);
+  }
+  const bool from_file = !scope.empty();
+  for (const char* name : kScanScopeFlags) {
+    if (scoped && !from_file && flags.Has(name)) add(name);
+  }
+  if (!scope.empty()) {
+    if (flags.Has("api-socket")) {
+      std::fprintf(stderr,
+                   "ambient-doctor %s: %s set a scan scope, which the daemon does not take (it "
+                   "scans its own); drop them to ask the daemon, or drop --api-socket (or add "
+                   "--local) to scan locally\n",
+                   command.c_str(), scope.c_str());
+      choice.refused = true;
+      return choice;
+    }
+    choice.fallback_reason = "scan-scope flags " + scope + " given; the daemon scans its own scope";
+    return choice;
+  }
+  choice.socket = flags.Get("api-socket", client::kDefaultApiSocket);
+  client::ClientOptions options;
+  options.socket_path = choice.socket;
+  Result<std::unique_ptr<client::ApiClient>> connected = client::ApiClient::Connect(options);
+  if (!connected.ok()) {
+    choice.fallback_reason = connected.error().message;
+    choice.daemon_failed = connected.error().error_number != ENOENT;
+    return choice;
+  }
+  choice.client = std::move(connected).value();
+  return choice;
+}
+
+int64_t NowUnixMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+int PrintReport(const pb::Report& report, const FlagSet& flags) {
+  if (flags.Get("output", "table") == "json") {
+    std::fputs(RenderReportJson(report).c_str(), stdout);
+  } else {
+    RenderOptions render;
+    render.color = UseColor(flags.Get("color", "auto"));
+    render.show_all_netns = !flags.Has("istio-only");
+    std::fputs(RenderReportTable(report, render).c_str(), stdout);
+  }
+  return ReportExitCode(report);
+}
+
 int RunReport(const std::vector<std::string>& args) {
   FlagSet flags("report", "[flags]",
                 "Scans every network namespace of the node in-process (iptables-legacy, "
@@ -319,6 +420,7 @@ int RunReport(const std::vector<std::string>& args) {
                 "Istio's ambient rule sets, and cross-checks the istio-cni -> ztunnel (ZDS) "
                 "hand-off with the kernel's sockets, process fds, ztunnel's admin view and CRI.");
   AddScanFlags(flags);
+  AddClientFlags(flags);
   flags.Add({.name = "istio-only",
              .takes_value = false,
              .help = "Hide netns without Istio state and without findings."});
@@ -330,6 +432,23 @@ int RunReport(const std::vector<std::string>& args) {
     std::fprintf(stderr, "ambient-doctor: %s\n", error->c_str());
     return kExitScanFailed;
   }
+  DaemonChoice daemon = ChooseDaemon(flags, "report");
+  if (daemon.refused) return kExitScanFailed;
+  if (daemon.client) {
+    Result<pb::Report> answer = daemon.client->GetReport();
+    if (answer.ok()) {
+      pb::Report report = std::move(answer).value();
+      pb::ReportOrigin* origin = report.mutable_origin();
+      origin->set_source("daemon");
+      origin->set_api_socket(daemon.socket);
+      origin->set_age_ms(static_cast<double>(std::max<int64_t>(
+          0, NowUnixMs() - static_cast<int64_t>(report.node().taken_at_unix_ms()))));
+      return PrintReport(report, flags);
+    }
+    daemon.fallback_reason = answer.error().message;
+    daemon.daemon_failed = true;
+  }
+  LogFallback(daemon, "scanning");
   if (::geteuid() != 0) {
     spdlog::warn("not running as root: entering other network namespaces will likely fail");
   }
@@ -340,32 +459,124 @@ int RunReport(const std::vector<std::string>& args) {
     ExplainUnusableScan(step.snapshot);
     return kExitScanFailed;
   }
-  if (flags.Get("output", "table") == "json") {
-    std::fputs(RenderReportJson(step.snapshot, step.analysis).c_str(), stdout);
-  } else {
-    RenderOptions render;
-    render.color = UseColor(flags.Get("color", "auto"));
-    render.show_all_netns = !flags.Has("istio-only");
-    std::fputs(RenderReportTable(step.snapshot, step.analysis, render).c_str(), stdout);
+  pb::Report report = api::BuildReport(step.snapshot, step.analysis);
+  pb::ReportOrigin* origin = report.mutable_origin();
+  origin->set_source("local");
+  origin->set_api_socket(daemon.socket);
+  origin->set_fallback_reason(daemon.fallback_reason);
+  return PrintReport(report, flags);
+}
+
+// A finding's identity on the wire: code + netns inode + subject (as FindingIdentity).
+std::string WireIdentity(const pb::Finding& f) {
+  return f.code() + "|" + std::to_string(f.netns().inode()) + "|" + f.subject();
+}
+
+pb::SeverityCounts CountOpen(const std::map<std::string, pb::Finding>& open) {
+  pb::SeverityCounts counts;
+  for (const auto& [id, f] : open) {
+    if (f.severity() == "critical") counts.set_critical(counts.critical() + 1);
+    if (f.severity() == "warning") counts.set_warning(counts.warning() + 1);
+    if (f.severity() == "info") counts.set_info(counts.info() + 1);
   }
-  return ReportExitCode(step.analysis);
+  return counts;
+}
+
+// watch through the daemon: its current findings are the first change set (each as opened, like
+// a local watch's first scan), then one change set per published result that opened or resolved
+// something. Events of one result arrive back to back; a new sequence or a short quiet ends a set.
+int WatchViaDaemon(client::ApiClient& api, client::FindingStream& stream, int count, bool json,
+                   bool color) {
+  constexpr std::chrono::milliseconds kSetQuiet{100};
+  std::string node;
+  if (Result<pb::Status> status = api.GetStatus(); status.ok()) node = status->node();
+  std::map<std::string, pb::Finding> open;  // by WireIdentity
+  ChangeSet pending;
+  pending.node = node;
+  bool have_pending = false;
+  uint64_t pending_sequence = 0;
+  bool initial = true;
+  int sets = 0;
+  auto flush = [&] {
+    pending.open_findings = CountOpen(open);
+    if (initial || !pending.changes.empty()) {
+      if (!pending.changes.empty()) {
+        const std::string text =
+            json ? RenderChangesJson(pending) : RenderChangeLines(pending, color);
+        std::fputs(text.c_str(), stdout);
+        std::fflush(stdout);
+      }
+      ++sets;
+    }
+    pending.changes.clear();
+    have_pending = false;
+    initial = false;
+  };
+  while (count == 0 || sets < count) {
+    pb::FindingEvent event;
+    const auto read = stream.Next(&event, kSetQuiet);
+    if (read == client::FindingStream::Read::kEnded) {
+      if (have_pending && !initial) flush();
+      if (count > 0 && sets >= count) break;
+      std::fprintf(stderr, "ambient-doctor watch: the daemon at unix:%s went away (%s)\n",
+                   api.socket_path().c_str(), stream.end_error().message.c_str());
+      return kExitScanFailed;
+    }
+    if (read == client::FindingStream::Read::kIdle) {
+      if (have_pending && !initial) flush();
+      continue;
+    }
+    if (have_pending && !initial && event.sequence() != pending_sequence) flush();
+    pending_sequence = event.sequence();
+    pending.taken_at_unix_ms = event.taken_at_unix_ms();
+    have_pending = true;
+    const std::string id = WireIdentity(event.finding());
+    switch (event.kind()) {
+      case pb::FindingEvent::KIND_CURRENT:
+        if (event.has_finding()) {
+          open[id] = event.finding();
+          pending.changes.push_back({true, event.finding()});
+        }
+        if (event.end_of_current()) flush();
+        break;
+      case pb::FindingEvent::KIND_OPENED:
+        open[id] = event.finding();
+        pending.changes.push_back({true, event.finding()});
+        break;
+      case pb::FindingEvent::KIND_UPDATED:  // not a change for watch: same identity
+        open[id] = event.finding();
+        break;
+      case pb::FindingEvent::KIND_RESOLVED:
+        open.erase(id);
+        pending.changes.push_back({false, event.finding()});
+        break;
+      default:
+        break;
+    }
+  }
+  return ReportExitCode(CountOpen(open));
 }
 
 int RunWatch(const std::vector<std::string>& args) {
   FlagSet flags("watch", "[--interval 5s] [--count N] [report flags]",
-                "Rescans the node periodically with one history of ZDS signals (so a hand-off "
-                "pending past --zds-stall-threshold becomes ZDS_STALL) and prints one line per "
-                "finding opened or resolved; with -o json, one JSON document (one line, schema "
-                "ambient-doctor.changes/v1) per set of changes.");
+                "Prints one line per finding opened or resolved; with -o json, one JSON document "
+                "(one line, schema ambient-doctor.changes/v1) per set of changes. Follows the "
+                "daemon's WatchFindings stream when it answers on --api-socket (its current "
+                "findings first, then every change it publishes, with its history); else rescans "
+                "the node every --interval with one history of ZDS signals (so a hand-off pending "
+                "past --zds-stall-threshold becomes ZDS_STALL).");
   AddScanFlags(flags);
+  AddClientFlags(flags);
   flags.Add({.name = "interval",
              .value_name = "DURATION",
              .default_text = "5s",
-             .help = "Time between the start of two scans."});
+             .help = "Time between the start of two local scans (the daemon has its own)."});
   flags.Add({.name = "count",
              .value_name = "N",
              .default_text = "0 (until interrupted)",
-             .help = "Stop after N scans; the exit code then follows the last scan like report."});
+             .help = "Stop after N scans (with the daemon: N change sets, the first being its "
+                     "current findings); the exit code then follows the open findings like "
+                     "report."});
   if (auto rc = ParseOrExit(flags, args)) return *rc;
   SetupLogging(flags.Get("log-level", "warn"));
 
@@ -388,6 +599,19 @@ int RunWatch(const std::vector<std::string>& args) {
   }
   const bool json = flags.Get("output", "table") == "json";
   const bool color = UseColor(flags.Get("color", "auto"));
+
+  DaemonChoice daemon = ChooseDaemon(flags, "watch");
+  if (daemon.refused) return kExitScanFailed;
+  if (daemon.client) {
+    Result<std::unique_ptr<client::FindingStream>> stream = daemon.client->WatchFindings();
+    if (stream.ok()) {
+      spdlog::info("following the daemon at unix:{}", daemon.socket);
+      return WatchViaDaemon(*daemon.client, **stream, count, json, color);
+    }
+    daemon.fallback_reason = stream.error().message;
+    daemon.daemon_failed = true;
+  }
+  LogFallback(daemon, "scanning every " + flags.Get("interval", "5s"));
   if (::geteuid() != 0) {
     spdlog::warn("not running as root: entering other network namespaces will likely fail");
   }
@@ -410,9 +634,8 @@ int RunWatch(const std::vector<std::string>& args) {
     if (step.scan_recovered) spdlog::info("scan recovered");
     explained = false;
     if (!step.changes.empty()) {
-      const std::string text =
-          json ? RenderChangesJson(step.snapshot, step.analysis, step.changes)
-               : RenderChangeLines(step.changes, step.snapshot.taken_at_unix_ms, color);
+      const ChangeSet set = LocalChangeSet(step.snapshot, step.analysis, step.changes);
+      const std::string text = json ? RenderChangesJson(set) : RenderChangeLines(set, color);
       std::fputs(text.c_str(), stdout);
       std::fflush(stdout);
     }
@@ -615,7 +838,9 @@ int RunServe(const std::vector<std::string>& args) {
 int RunRules(const std::vector<std::string>& args) {
   FlagSet flags("rules", "(--netns PATH | --pid PID) [flags]",
                 "Prints the normalized rule set of one network namespace: every backend, family, "
-                "table and chain, ipsets, policy rules and the routes of table 100.");
+                "table and chain, ipsets, policy rules and the routes of table 100. Asks the "
+                "daemon (GetNetnsRules, read now by the daemon) when it answers on --api-socket, "
+                "else reads the netns itself; the output is the same.");
   flags.Add({.name = "netns",
              .value_name = "PATH",
              .help = "Netns bind mount or /proc/<pid>/ns/net to read."});
@@ -623,8 +848,9 @@ int RunRules(const std::vector<std::string>& args) {
   flags.Add({.name = "proc-root",
              .value_name = "PATH",
              .default_text = "/proc",
-             .help = "procfs used to resolve --pid."});
+             .help = "procfs used to resolve --pid (the path is sent to the daemon as is)."});
   AddCommonFlags(flags);
+  AddClientFlags(flags);
   if (auto rc = ParseOrExit(flags, args)) return *rc;
   SetupLogging(flags.Get("log-level", "warn"));
 
@@ -634,6 +860,30 @@ int RunRules(const std::vector<std::string>& args) {
     std::fprintf(stderr, "ambient-doctor rules: give exactly one of --netns PATH or --pid PID\n");
     return kExitScanFailed;
   }
+  const bool json = flags.Get("output", "table") == "json";
+  auto print = [json](const pb::NetnsRules& rules) {
+    std::fputs((json ? RenderRulesJson(rules) : RenderRulesText(rules)).c_str(), stdout);
+    return rules.netns().unreadable() ? kExitScanFailed : 0;
+  };
+  DaemonChoice daemon = ChooseDaemon(flags, "rules", /*scoped=*/false);
+  if (daemon.client) {
+    // The daemon opens the path in its own mount namespace; a relative one means nothing there.
+    std::string absolute = path;
+    if (!absolute.empty() && absolute[0] != '/') {
+      std::error_code error;
+      absolute = std::filesystem::absolute(path, error).string();
+    }
+    Result<pb::NetnsRules> answer = daemon.client->GetNetnsRulesByPath(absolute);
+    if (answer.ok()) return print(*answer);
+    if (client::IsAnsweredNo(answer.error())) {
+      std::fprintf(stderr, "ambient-doctor rules: the daemon at unix:%s: %s\n",
+                   daemon.socket.c_str(), answer.error().message.c_str());
+      return kExitScanFailed;
+    }
+    daemon.fallback_reason = answer.error().message;
+    daemon.daemon_failed = true;
+  }
+  LogFallback(daemon, "reading the netns");
   Result<NetnsRecord> found = NetnsRecordForPath(path);
   if (!found.ok()) {
     std::fprintf(stderr, "ambient-doctor rules: %s\n", found.error().message.c_str());
@@ -641,14 +891,8 @@ int RunRules(const std::vector<std::string>& args) {
   }
   const NetnsRecord record = std::move(found).value();
   auto inspector = MakeKernelInspector(ReadLimits{});
-  NetnsSnapshot ns = inspector->Inspect(record);
-  NetnsClassification c = Classify(ns);
-  if (flags.Get("output", "table") == "json") {
-    std::fputs(RenderRulesJson(ns, c).c_str(), stdout);
-  } else {
-    std::fputs(RenderRulesText(ns, c).c_str(), stdout);
-  }
-  return ns.unreadable ? kExitScanFailed : 0;
+  const NetnsSnapshot ns = inspector->Inspect(record);
+  return print(api::BuildNetnsRules(ns, Classify(ns), NodeAnalysis{}));
 }
 
 int RunFindings(const std::vector<std::string>& args) {

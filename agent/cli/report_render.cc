@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <ctime>
 #include <map>
+#include <set>
 #include <string_view>
 
 #include "api/report_proto.h"
@@ -31,65 +32,270 @@ std::string_view SeverityColor(std::string_view status) {
   return kDim;
 }
 
-std::string JoinBackends(const std::set<Backend>& backends) {
+template <typename Strings>
+std::string JoinOrDash(const Strings& words) {
   std::string out;
-  for (Backend b : backends) {
-    if (!out.empty()) out += ",";
-    out += BackendName(b);
-  }
+  for (const auto& w : words) out += (out.empty() ? "" : ",") + std::string(w);
   return out.empty() ? "-" : out;
 }
 
-std::string JoinFamilies(const std::set<Family>& families) {
-  std::string out;
-  for (Family f : families) {
-    if (!out.empty()) out += ",";
-    out += FamilyName(f);
-  }
-  return out.empty() ? "-" : out;
+std::string ModeText(const pb::NetnsEntry& e) {
+  if (e.host()) return e.mode() == "none" ? "host" : "host+" + e.mode();
+  return e.mode();
 }
 
-std::string ModeText(const NetnsClassification& c) {
-  if (c.is_host) {
-    return c.mode == DataplaneMode::kNone ? "host"
-                                          : "host+" + std::string(DataplaneModeName(c.mode));
-  }
-  return std::string(DataplaneModeName(c.mode));
+// Backend names sort like the Backend enum (iptables-legacy, iptables-nft, nft).
+std::string BackendsText(const pb::NetnsEntry& e) {
+  std::set<std::string> all(e.ambient_backends().begin(), e.ambient_backends().end());
+  all.insert(e.sidecar_backends().begin(), e.sidecar_backends().end());
+  all.insert(e.host_backends().begin(), e.host_backends().end());
+  return JoinOrDash(all);
 }
 
-std::string BackendsText(const NetnsClassification& c) {
-  std::set<Backend> all = c.ambient_backends;
-  all.insert(c.sidecar_backends.begin(), c.sidecar_backends.end());
-  all.insert(c.host_backends.begin(), c.host_backends.end());
-  return JoinBackends(all);
+std::string VariantText(const pb::NetnsEntry& e) {
+  if (!e.has_variant()) return "-";
+  const pb::AmbientVariant& v = e.variant();
+  AmbientVariant variant{
+      .dns_capture = v.dns_capture(),
+      .ingress_mode = v.ingress_mode(),
+      .virtual_interfaces = {v.virtual_interfaces().begin(), v.virtual_interfaces().end()},
+      .ipv6 = v.ipv6()};
+  return variant.Describe();
 }
 
-bool HasIstioState(const NetnsClassification& c) {
-  return c.mode != DataplaneMode::kNone || c.host_rules_present;
-}
-
-struct Counts {
-  std::map<std::string, int> by_mode;
-  int critical = 0, warning = 0, info = 0;
-};
-
-Counts Count(const NodeAnalysis& analysis) {
-  Counts counts;
-  for (const auto& c : analysis.netns) counts.by_mode[std::string(DataplaneModeName(c.mode))]++;
-  for (const auto& f : analysis.findings) {
-    if (f.severity == Severity::kCritical) counts.critical++;
-    if (f.severity == Severity::kWarning) counts.warning++;
-    if (f.severity == Severity::kInfo) counts.info++;
-  }
-  return counts;
-}
+bool HasIstioState(const pb::NetnsEntry& e) { return e.mode() != "none" || e.host_rules(); }
 
 std::string Pad(std::string s, size_t width) {
   if (s.size() < width) s.append(width - s.size(), ' ');
   return s;
 }
 
-std::string FormatUnixMs(int64_t unix_ms, bool with_millis = false) {
+int64_t Ms(double unix_ms) { return static_cast<int64_t>(unix_ms); }
+
+std::string ListenersText(const pb::NetnsEntry& e) {
+  std::string out;
+  for (uint32_t port : e.ztunnel_listeners())
+    out += (out.empty() ? "" : ",") + std::to_string(port);
+  return out.empty() ? "-" : out;
+}
+
+template <typename Pids>
+std::string ProcessLabel(const pb::Node& node, const Pids& pids) {
+  if (pids.empty()) return "owner unknown";
+  std::string out;
+  for (int pid : pids) {
+    std::string role = "pid";
+    for (const pb::Process& p : node.processes()) {
+      if (p.pid() == pid && p.role() != "other") role = p.role() + " pid";
+    }
+    out += (out.empty() ? "" : ", ") + role + " " + std::to_string(pid);
+  }
+  return out;
+}
+
+template <typename Errors>
+std::string DegradedLines(bool color, const Errors& errors, std::string_view indent) {
+  std::string out;
+  for (const pb::SourceError& e : errors) {
+    out += Paint(color, kYellow, std::string(indent) + "source degraded: ") + e.source() + ": " +
+           e.message() + "\n";
+  }
+  return out;
+}
+
+// The node's hand-off plumbing: ZDS socket, istio-cni and ztunnel processes, CRI.
+std::string RenderNodeSection(const pb::Node& node, bool color) {
+  std::string out;
+  const pb::ZdsSocket& zds = node.zds();
+  out += Paint(color, kBold, "ZDS socket") + " " + (zds.path().empty() ? "-" : zds.path()) + ": ";
+  if (zds.listener_found()) {
+    out += "listener " + ProcessLabel(node, zds.listener().owner_pids()) + ", " +
+           std::to_string(zds.accepted_size()) + " connection(s), accept backlog " +
+           std::to_string(zds.listener().backlog()) + "\n";
+  } else {
+    out += zds.errors().empty() ? "no listener\n" : "not readable\n";
+  }
+  for (const pb::UnixSocket& accepted : zds.accepted()) {
+    google::protobuf::RepeatedField<int32_t> peer_owners;
+    for (const pb::UnixSocket& client : zds.clients()) {
+      if (client.inode() == accepted.peer_inode()) peer_owners = client.owner_pids();
+    }
+    out += "  connection " + std::to_string(accepted.inode()) + " <-> " +
+           std::to_string(accepted.peer_inode()) + ": " +
+           ProcessLabel(node, accepted.owner_pids()) + " <-> " + ProcessLabel(node, peer_owners) +
+           ", recv-q " + std::to_string(accepted.receive_queue()) + ", send-q " +
+           std::to_string(accepted.send_queue()) + "\n";
+  }
+  out += DegradedLines(color, zds.errors(), "  ");
+  for (const pb::Process& p : node.processes()) {
+    if (p.role() != "istio-cni") continue;
+    out += "istio-cni pid " + std::to_string(p.pid()) + ": holds " +
+           std::to_string(p.netns_fd_inodes_size()) + " netns";
+    if (p.start_time_unix_ms() > 0) out += ", started " + FormatUnixMs(Ms(p.start_time_unix_ms()));
+    out += "\n";
+  }
+  std::vector<int> listed;
+  for (const pb::Ztunnel& z : node.ztunnels()) {
+    listed.push_back(z.pid());
+    std::string line = (z.pid() > 0 ? "ztunnel pid " + std::to_string(z.pid())
+                                    : std::string("ztunnel (pid unknown)")) +
+                       ": ";
+    if (!z.has_ready()) {
+      line += "readiness unknown";
+    } else if (z.ready()) {
+      line += Paint(color, kGreen, "ready");
+    } else {
+      std::string pending;
+      for (const auto& t : z.pending_tasks()) pending += (pending.empty() ? "" : ", ") + t;
+      line +=
+          Paint(color, kRed, "not ready") + (pending.empty() ? "" : " (pending: " + pending + ")");
+    }
+    for (const pb::Process& p : node.processes()) {
+      if (p.pid() != z.pid()) continue;
+      line += ", holds " + std::to_string(p.netns_fd_inodes_size()) + " netns";
+      if (p.start_time_unix_ms() > 0) {
+        line += ", started " + FormatUnixMs(Ms(p.start_time_unix_ms()));
+      }
+    }
+    if (z.has_active_proxy_count()) {
+      line += ", " + std::to_string(static_cast<int64_t>(z.active_proxy_count())) + " active";
+      if (z.has_pending_proxy_count()) {
+        line += " / " + std::to_string(static_cast<int64_t>(z.pending_proxy_count())) + " pending";
+      }
+      line += " proxies";
+    }
+    line += ", " + std::to_string(z.workload_state_size()) + " workloadState entries";
+    if (!z.admin_reachable()) line += ", admin not reachable";
+    out += line + "\n";
+    out += DegradedLines(color, z.errors(), "  ");
+  }
+  for (const pb::Process& p : node.processes()) {
+    if (p.role() != "ztunnel" || std::find(listed.begin(), listed.end(), p.pid()) != listed.end()) {
+      continue;
+    }
+    out += "ztunnel pid " + std::to_string(p.pid()) + ": admin not queried, holds " +
+           std::to_string(p.netns_fd_inodes_size()) + " netns\n";
+  }
+  if (node.processes().empty() && node.ztunnels().empty()) {
+    out += "no istio-cni or ztunnel process found\n";
+  }
+  const pb::Cri& cri = node.cri();
+  if (cri.available()) {
+    out += "CRI " + (cri.runtime().empty() ? std::string("runtime") : cri.runtime()) + " at " +
+           cri.endpoint() + ": " + std::to_string(cri.pods()) + " pod sandboxes\n";
+  } else {
+    out += "CRI: not available (pods are not named)\n";
+  }
+  out += DegradedLines(color, cri.errors(), "  ");
+  return out;
+}
+
+// The origin line under the header: which path produced the report, and why.
+std::string OriginLine(const pb::ReportOrigin& origin, bool color) {
+  std::string out = Paint(color, kBold, "source") + " ";
+  if (origin.source() == "daemon") {
+    out += "daemon unix:" + origin.api_socket() + "  ·  result #" +
+           std::to_string(static_cast<uint64_t>(origin.sequence()));
+    if (!origin.trigger().empty()) out += " (" + origin.trigger() + " scan)";
+    out += ", " + FormatDuration(Ms(origin.age_ms())) + " old  ·  with history";
+  } else {
+    out += "local scan";
+    if (!origin.fallback_reason().empty()) out += " (" + origin.fallback_reason() + ")";
+    out += "  ·  no daemon history";
+  }
+  return out + "\n";
+}
+
+std::string Upper(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), ::toupper);
+  return s;
+}
+
+std::string NetnsText(const pb::NetnsRef& netns) {
+  if (!netns.path().empty()) {
+    return netns.path() + " (inode " + std::to_string(netns.inode()) + ")";
+  }
+  if (netns.inode() != 0) return "netns inode " + std::to_string(netns.inode());
+  return "";
+}
+
+// History lines of one open finding (daemon only): how long it has been open.
+std::string HistoryLine(const pb::Finding& f, int64_t taken_at, bool color) {
+  if (!f.has_first_seen_unix_ms()) return "";
+  const int64_t first = Ms(f.first_seen_unix_ms());
+  std::string out = Paint(color, kDim, "    | ") + "open for " +
+                    FormatDuration(std::max<int64_t>(0, taken_at - first)) + ": first seen " +
+                    FormatUnixMs(first);
+  if (f.has_last_seen_unix_ms()) out += ", last seen " + FormatUnixMs(Ms(f.last_seen_unix_ms()));
+  return out + "\n";
+}
+
+std::string RecentlyResolvedSection(const pb::Report& report, const RenderOptions& options) {
+  const bool color = options.color;
+  std::vector<const pb::Finding*> resolved;
+  for (const pb::Finding& f : report.recently_resolved()) resolved.push_back(&f);
+  if (resolved.empty()) return "";
+  std::stable_sort(resolved.begin(), resolved.end(),
+                   [](const pb::Finding* a, const pb::Finding* b) {
+                     return a->resolved_at_unix_ms() > b->resolved_at_unix_ms();
+                   });
+  std::string out = "\n" + Paint(color, kBold, "RECENTLY RESOLVED") + " (" +
+                    std::to_string(resolved.size()) + ", newest first)\n";
+  const size_t shown = std::min(resolved.size(), options.max_recently_resolved);
+  for (size_t i = 0; i < shown; ++i) {
+    const pb::Finding& f = *resolved[i];
+    out += Paint(color, kGreen, "resolved") + " " +
+           (f.has_resolved_at_unix_ms() ? FormatUnixMs(Ms(f.resolved_at_unix_ms())) : "-") + "  " +
+           Pad(f.severity(), 8) + " " + Paint(color, kBold, f.code());
+    if (const std::string netns = NetnsText(f.netns()); !netns.empty()) out += "  " + netns;
+    if (f.has_pod()) out += "  pod " + f.pod();
+    out += "\n    " + f.summary();
+    if (f.has_first_seen_unix_ms() && f.has_resolved_at_unix_ms()) {
+      out += " (was open " +
+             FormatDuration(
+                 std::max<int64_t>(0, Ms(f.resolved_at_unix_ms()) - Ms(f.first_seen_unix_ms()))) +
+             ", since " + FormatUnixMs(Ms(f.first_seen_unix_ms())) + ")";
+    }
+    out += "\n";
+  }
+  if (shown < resolved.size()) {
+    out += Paint(color, kDim,
+                 "(" + std::to_string(resolved.size() - shown) +
+                     " older resolved findings not shown; -o json lists them all)") +
+           "\n";
+  }
+  return out;
+}
+
+void WriteFinding(JsonWriter& j, const pb::Finding& f) {
+  j.BeginObject();
+  j.Field("code", f.code());
+  j.Field("severity", f.severity());
+  j.Field("subject", f.subject());
+  j.Key("netns")
+      .BeginObject()
+      .Field("path", f.netns().path())
+      .Field("inode", static_cast<uint64_t>(f.netns().inode()))
+      .EndObject();
+  if (!f.has_pod()) {
+    j.Key("pod").Null();
+  } else {
+    j.Field("pod", f.pod());
+  }
+  j.Field("summary", f.summary());
+  j.StringArray("evidence", std::vector<std::string>(f.evidence().begin(), f.evidence().end()));
+  j.Field("hint", f.hint());
+  if (f.has_since_unix_ms()) {
+    j.Field("since_unix_ms", Ms(f.since_unix_ms()));
+  } else {
+    j.Key("since_unix_ms").Null();
+  }
+  j.EndObject();
+}
+
+}  // namespace
+
+std::string FormatUnixMs(int64_t unix_ms, bool with_millis) {
   const std::time_t seconds = static_cast<std::time_t>(unix_ms / 1000);
   std::tm utc{};
   if (gmtime_r(&seconds, &utc) == nullptr) return std::to_string(unix_ms);
@@ -104,183 +310,54 @@ std::string FormatUnixMs(int64_t unix_ms, bool with_millis = false) {
   return out + "Z";
 }
 
-std::string ListenersText(const NetnsClassification& c) {
-  std::string out;
-  for (uint16_t port : c.ztunnel_listeners) out += (out.empty() ? "" : ",") + std::to_string(port);
-  return out.empty() ? "-" : out;
+std::string FormatDuration(int64_t ms) {
+  char text[32];
+  const int64_t s = std::max<int64_t>(0, ms) / 1000;
+  if (ms < 10000) {
+    std::snprintf(text, sizeof(text), "%.1f s",
+                  static_cast<double>(std::max<int64_t>(0, ms)) / 1e3);
+  } else if (s < 120) {
+    std::snprintf(text, sizeof(text), "%lld s", static_cast<long long>(s));
+  } else if (s < 3600) {
+    std::snprintf(text, sizeof(text), "%lldm%02llds", static_cast<long long>(s / 60),
+                  static_cast<long long>(s % 60));
+  } else if (s < 86400) {
+    std::snprintf(text, sizeof(text), "%lldh%02lldm", static_cast<long long>(s / 3600),
+                  static_cast<long long>(s / 60 % 60));
+  } else {
+    std::snprintf(text, sizeof(text), "%lldd%02lldh", static_cast<long long>(s / 86400),
+                  static_cast<long long>(s / 3600 % 24));
+  }
+  return text;
 }
 
-std::string ProcessLabel(const NodeSnapshot& snapshot, const std::vector<int>& pids) {
-  if (pids.empty()) return "owner unknown";
-  std::string out;
-  for (int pid : pids) {
-    std::string role = "pid";
-    for (const auto& p : snapshot.processes) {
-      if (p.pid == pid && p.role != ProcessRole::kOther)
-        role = std::string(ProcessRoleName(p.role)) + " pid";
-    }
-    out += (out.empty() ? "" : ", ") + role + " " + std::to_string(pid);
-  }
-  return out;
-}
-
-// The node's hand-off plumbing: ZDS socket, istio-cni and ztunnel processes, CRI.
-std::string RenderNodeSection(const NodeSnapshot& snapshot, bool color) {
-  std::string out;
-  const ZdsSocketState& zds = snapshot.zds;
-  out += Paint(color, kBold, "ZDS socket") + " " + (zds.path.empty() ? "-" : zds.path) + ": ";
-  if (zds.listener_found) {
-    const size_t backlog =
-        std::max<size_t>(zds.listener.receive_queue, zds.listener.pending_client_inodes.size());
-    out += "listener " + ProcessLabel(snapshot, zds.listener.owner_pids) + ", " +
-           std::to_string(zds.accepted.size()) + " connection(s), accept backlog " +
-           std::to_string(backlog) + "\n";
-  } else {
-    out += zds.errors.empty() ? "no listener\n" : "not readable\n";
-  }
-  for (const UnixSocket& accepted : zds.accepted) {
-    std::vector<int> peer_owners;
-    for (const UnixSocket& client : zds.clients) {
-      if (client.inode == accepted.peer_inode) peer_owners = client.owner_pids;
-    }
-    out += "  connection " + std::to_string(accepted.inode) + " <-> " +
-           std::to_string(accepted.peer_inode) + ": " +
-           ProcessLabel(snapshot, accepted.owner_pids) + " <-> " +
-           ProcessLabel(snapshot, peer_owners) + ", recv-q " +
-           std::to_string(accepted.receive_queue) + ", send-q " +
-           std::to_string(accepted.send_queue) + "\n";
-  }
-  for (const auto& e : zds.errors) {
-    out += Paint(color, kYellow, "  source degraded: ") + std::string(e.source()) + ": " +
-           e.message + "\n";
-  }
-  for (const ProcessNetnsFds& p : snapshot.processes) {
-    if (p.role != ProcessRole::kIstioCni) continue;
-    out += "istio-cni pid " + std::to_string(p.pid) + ": holds " +
-           std::to_string(p.netns_fd_inodes.size()) + " netns";
-    if (p.start_time_unix_ms > 0) out += ", started " + FormatUnixMs(p.start_time_unix_ms);
-    out += "\n";
-  }
-  std::vector<int> listed;
-  for (const ZtunnelAdminState& z : snapshot.ztunnels) {
-    listed.push_back(z.pid);
-    std::string line = (z.pid > 0 ? "ztunnel pid " + std::to_string(z.pid)
-                                  : std::string("ztunnel (pid unknown)")) +
-                       ": ";
-    if (!z.ready.has_value()) {
-      line += "readiness unknown";
-    } else if (*z.ready) {
-      line += Paint(color, kGreen, "ready");
-    } else {
-      std::string pending;
-      for (const auto& t : z.pending_tasks) pending += (pending.empty() ? "" : ", ") + t;
-      line +=
-          Paint(color, kRed, "not ready") + (pending.empty() ? "" : " (pending: " + pending + ")");
-    }
-    for (const ProcessNetnsFds& p : snapshot.processes) {
-      if (p.pid != z.pid) continue;
-      line += ", holds " + std::to_string(p.netns_fd_inodes.size()) + " netns";
-      if (p.start_time_unix_ms > 0) line += ", started " + FormatUnixMs(p.start_time_unix_ms);
-    }
-    if (z.active_proxy_count) {
-      line += ", " + std::to_string(static_cast<int64_t>(*z.active_proxy_count)) + " active";
-      if (z.pending_proxy_count) {
-        line += " / " + std::to_string(static_cast<int64_t>(*z.pending_proxy_count)) + " pending";
-      }
-      line += " proxies";
-    }
-    line += ", " + std::to_string(z.workload_state.size()) + " workloadState entries";
-    if (!z.admin_reachable) line += ", admin not reachable";
-    out += line + "\n";
-    for (const auto& e : z.errors) {
-      out += Paint(color, kYellow, "  source degraded: ") + std::string(e.source()) + ": " +
-             e.message + "\n";
-    }
-  }
-  for (const ProcessNetnsFds& p : snapshot.processes) {
-    if (p.role != ProcessRole::kZtunnel ||
-        std::find(listed.begin(), listed.end(), p.pid) != listed.end()) {
-      continue;
-    }
-    out += "ztunnel pid " + std::to_string(p.pid) + ": admin not queried, holds " +
-           std::to_string(p.netns_fd_inodes.size()) + " netns\n";
-  }
-  if (snapshot.processes.empty() && snapshot.ztunnels.empty()) {
-    out += "no istio-cni or ztunnel process found\n";
-  }
-  const CriState& cri = snapshot.cri;
-  if (cri.available) {
-    out += "CRI " + (cri.runtime.empty() ? std::string("runtime") : cri.runtime) + " at " +
-           cri.endpoint + ": " + std::to_string(cri.pods.size()) + " pod sandboxes\n";
-  } else {
-    out += "CRI: not available (pods are not named)\n";
-  }
-  for (const auto& e : cri.errors) {
-    out += Paint(color, kYellow, "  source degraded: ") + std::string(e.source()) + ": " +
-           e.message + "\n";
-  }
-  return out;
-}
-
-void WriteFinding(JsonWriter& j, const Finding& f) {
-  j.BeginObject();
-  j.Field("code", f.code_name());
-  j.Field("severity", SeverityName(f.severity));
-  j.Field("subject", f.subject);
-  j.Key("netns")
-      .BeginObject()
-      .Field("path", f.netns_path)
-      .Field("inode", f.netns_inode)
-      .EndObject();
-  if (f.pod.empty()) {
-    j.Key("pod").Null();
-  } else {
-    j.Field("pod", f.pod);
-  }
-  j.Field("summary", f.summary);
-  j.StringArray("evidence", f.evidence);
-  j.Field("hint", f.hint);
-  if (f.since_unix_ms > 0) {
-    j.Field("since_unix_ms", f.since_unix_ms);
-  } else {
-    j.Key("since_unix_ms").Null();
-  }
-  j.EndObject();
-}
-
-}  // namespace
-
-std::string RenderReportTable(const NodeSnapshot& snapshot, const NodeAnalysis& analysis,
-                              const RenderOptions& options) {
+std::string RenderReportTable(const pb::Report& report, const RenderOptions& options) {
   const bool color = options.color;
-  Counts counts = Count(analysis);
+  const pb::Node& node = report.node();
+  const pb::Summary& summary = report.summary();
+  const pb::SeverityCounts& counts = summary.findings();
   std::string out;
-  out += Paint(color, kBold, "ambient-doctor report") + "  node " + snapshot.node_name + "  ·  " +
-         std::to_string(snapshot.netns.size()) + " netns scanned in " +
-         std::to_string(static_cast<int>(snapshot.scan_ms + 0.5)) + " ms\n";
-  out += "modes: ";
-  bool first = true;
-  for (const char* mode : {"ambient", "sidecar", "conflict", "none"}) {
-    if (!first) out += ", ";
-    first = false;
-    out += std::string(mode) + " " + std::to_string(counts.by_mode[mode]);
-  }
+  out += Paint(color, kBold, "ambient-doctor report") + "  node " + node.name() + "  ·  " +
+         std::to_string(summary.netns_scanned()) + " netns scanned in " +
+         std::to_string(static_cast<int>(node.scan_ms() + 0.5)) + " ms\n";
+  if (report.has_origin()) out += OriginLine(report.origin(), color);
+  const pb::ModeCounts& modes = summary.by_mode();
+  out += "modes: ambient " + std::to_string(modes.ambient()) + ", sidecar " +
+         std::to_string(modes.sidecar()) + ", conflict " + std::to_string(modes.conflict()) +
+         ", none " + std::to_string(modes.none());
   out += "  ·  findings: " +
-         Paint(color && counts.critical, kRed, std::to_string(counts.critical) + " critical") +
+         Paint(color && counts.critical(), kRed, std::to_string(counts.critical()) + " critical") +
          ", " +
-         Paint(color && counts.warning, kYellow, std::to_string(counts.warning) + " warning") +
-         ", " + std::to_string(counts.info) + " info\n";
-  for (const auto& e : snapshot.errors) {
-    out += Paint(color, kYellow, "source degraded: ") + std::string(e.source()) + ": " + e.message +
-           "\n";
-  }
+         Paint(color && counts.warning(), kYellow, std::to_string(counts.warning()) + " warning") +
+         ", " + std::to_string(counts.info()) + " info\n";
+  out += DegradedLines(color, node.errors(), "");
 
-  if (snapshot.zds_collected) out += "\n" + RenderNodeSection(snapshot, color);
+  if (node.zds_collected()) out += "\n" + RenderNodeSection(node, color);
 
   // Netns table. The pod and ZDS columns appear only when their sources ran.
-  const bool show_pod = std::any_of(analysis.netns.begin(), analysis.netns.end(),
-                                    [](const NetnsClassification& c) { return !c.pod.empty(); });
-  const bool show_zds = snapshot.zds_collected;
+  const bool show_pod = std::any_of(report.netns().begin(), report.netns().end(),
+                                    [](const pb::NetnsEntry& e) { return e.has_pod(); });
+  const bool show_zds = node.zds_collected();
   std::vector<std::vector<std::string>> rows;
   std::vector<std::string> header = {"NETNS", "INODE"};
   if (show_pod) header.push_back("POD");
@@ -289,25 +366,21 @@ std::string RenderReportTable(const NodeSnapshot& snapshot, const NodeAnalysis& 
   header.push_back("STATUS");
   rows.push_back(header);
   size_t hidden = 0;
-  for (size_t i = 0; i < snapshot.netns.size() && i < analysis.netns.size(); ++i) {
-    const auto& ns = snapshot.netns[i];
-    const auto& c = analysis.netns[i];
-    std::string status = NetnsStatus(analysis, ns.netns.inode);
-    if (!options.show_all_netns && !HasIstioState(c) && status == "ok") {
+  for (const pb::NetnsEntry& e : report.netns()) {
+    if (!options.show_all_netns && !HasIstioState(e) && e.status() == "ok") {
       ++hidden;
       continue;
     }
-    std::string path = ns.netns.PrimaryPath();
-    if (ns.netns.is_host) path += " (host)";
-    std::vector<std::string> row = {path, std::to_string(ns.netns.inode)};
-    if (show_pod) row.push_back(c.pod.empty() ? "-" : c.pod);
-    row.insert(row.end(), {ModeText(c), BackendsText(c), JoinFamilies(c.families),
-                           c.variant ? c.variant->Describe() : "-"});
+    std::string path = e.path();
+    if (e.host()) path += " (host)";
+    std::vector<std::string> row = {path, std::to_string(e.inode())};
+    if (show_pod) row.push_back(e.has_pod() && !e.pod().empty() ? e.pod() : "-");
+    row.insert(row.end(), {ModeText(e), BackendsText(e), JoinOrDash(e.families()), VariantText(e)});
     if (show_zds) {
-      row.push_back(std::string(ZdsStateName(c.zds_state)));
-      row.push_back(ListenersText(c));
+      row.push_back(e.zds_state());
+      row.push_back(ListenersText(e));
     }
-    row.push_back(status);
+    row.push_back(e.status());
     rows.push_back(std::move(row));
   }
   std::vector<size_t> widths(header.size(), 0);
@@ -332,81 +405,99 @@ std::string RenderReportTable(const NodeSnapshot& snapshot, const NodeAnalysis& 
 
   // Findings.
   out += "\n";
-  if (analysis.findings.empty()) {
+  const int64_t taken_at = Ms(node.taken_at_unix_ms());
+  if (report.findings().empty()) {
     out += Paint(color, kGreen, "No findings: every scanned netns looks healthy.") + "\n";
-    return out;
+    return out + RecentlyResolvedSection(report, options);
   }
   out += Paint(color, kBold, "FINDINGS") + "\n";
-  for (const auto& f : analysis.findings) {
-    std::string sev(SeverityName(f.severity));
-    std::string upper = sev;
-    std::transform(upper.begin(), upper.end(), upper.begin(), ::toupper);
-    out += Paint(color, SeverityColor(sev), Pad(upper, 8)) + " " +
-           Paint(color, kBold, std::string(f.code_name()));
-    if (!f.netns_path.empty()) {
-      out += "  " + f.netns_path + " (inode " + std::to_string(f.netns_inode) + ")";
-    } else if (f.netns_inode != 0) {
-      out += "  netns inode " + std::to_string(f.netns_inode);
+  for (const pb::Finding& f : report.findings()) {
+    out += Paint(color, SeverityColor(f.severity()), Pad(Upper(f.severity()), 8)) + " " +
+           Paint(color, kBold, f.code());
+    if (const std::string netns = NetnsText(f.netns()); !netns.empty()) out += "  " + netns;
+    if (f.has_pod() && !f.pod().empty()) out += "  pod " + f.pod();
+    out += "\n    " + f.summary() + "\n";
+    if (f.has_since_unix_ms() && f.since_unix_ms() > 0) {
+      out += Paint(color, kDim, "    | ") + "first seen " + FormatUnixMs(Ms(f.since_unix_ms()));
+      // With daemon history the condition's age is known: say it.
+      if (f.has_first_seen_unix_ms()) {
+        out +=
+            " (" + FormatDuration(std::max<int64_t>(0, taken_at - Ms(f.since_unix_ms()))) + " ago)";
+      }
+      out += "\n";
     }
-    if (!f.pod.empty()) out += "  pod " + f.pod;
-    out += "\n    " + f.summary + "\n";
-    if (f.since_unix_ms > 0) {
-      out += Paint(color, kDim, "    | ") + "first seen " + FormatUnixMs(f.since_unix_ms) + "\n";
-    }
-    for (const auto& e : f.evidence) out += Paint(color, kDim, "    | ") + e + "\n";
-    if (!f.hint.empty()) out += "    hint: " + f.hint + "\n";
+    out += HistoryLine(f, taken_at, color);
+    for (const auto& e : f.evidence()) out += Paint(color, kDim, "    | ") + e + "\n";
+    if (!f.hint().empty()) out += "    hint: " + f.hint() + "\n";
   }
-  return out;
+  return out + RecentlyResolvedSection(report, options);
 }
 
-std::string RenderReportJson(const NodeSnapshot& snapshot, const NodeAnalysis& analysis) {
-  return api::ToJson(api::BuildReport(snapshot, analysis));
-}
+std::string RenderReportJson(const pb::Report& report) { return api::ToJson(report); }
 
-}  // namespace ad::cli
-
-namespace ad::cli {
-
-std::string RenderChangeLines(const std::vector<FindingChange>& changes, int64_t taken_at_unix_ms,
-                              bool color) {
-  std::string out;
-  const std::string stamp = FormatUnixMs(taken_at_unix_ms, true);
+ChangeSet LocalChangeSet(const NodeSnapshot& snapshot, const NodeAnalysis& analysis,
+                         const std::vector<FindingChange>& changes) {
+  ChangeSet set;
+  set.node = snapshot.node_name;
+  set.taken_at_unix_ms = static_cast<double>(snapshot.taken_at_unix_ms);
   for (const FindingChange& change : changes) {
-    const Finding& f = change.finding;
-    const bool opened = change.kind == FindingChange::Kind::kOpened;
-    const std::string severity(SeverityName(f.severity));
-    out += stamp + " " + Paint(color, SeverityColor(opened ? severity : "ok"), severity) +
-           (opened ? " opened " : " resolved ") + Paint(color, kBold, std::string(f.code_name()));
-    if (!f.netns_path.empty() || f.netns_inode != 0) {
-      out += " " + (f.netns_path.empty() ? std::string("netns") : f.netns_path) + " (inode " +
-             std::to_string(f.netns_inode) + ")";
+    set.changes.push_back(
+        {change.kind == FindingChange::Kind::kOpened, api::BuildFinding(change.finding)});
+  }
+  for (const Finding& f : analysis.findings) {
+    switch (f.severity) {
+      case Severity::kCritical:
+        set.open_findings.set_critical(set.open_findings.critical() + 1);
+        break;
+      case Severity::kWarning:
+        set.open_findings.set_warning(set.open_findings.warning() + 1);
+        break;
+      case Severity::kInfo:
+        set.open_findings.set_info(set.open_findings.info() + 1);
+        break;
     }
-    if (!f.pod.empty()) out += " pod " + f.pod;
-    out += ": " + f.summary + "\n";
+  }
+  return set;
+}
+
+std::string RenderChangeLines(const ChangeSet& set, bool color) {
+  std::string out;
+  const std::string stamp = FormatUnixMs(Ms(set.taken_at_unix_ms), true);
+  for (const ChangeSet::Change& change : set.changes) {
+    const pb::Finding& f = change.finding;
+    out += stamp + " " +
+           Paint(color, SeverityColor(change.opened ? f.severity() : "ok"), f.severity());
+    out += (change.opened ? " opened " : " resolved ") + Paint(color, kBold, f.code());
+    if (!f.netns().path().empty() || f.netns().inode() != 0) {
+      out += " " + (f.netns().path().empty() ? std::string("netns") : f.netns().path()) +
+             " (inode " + std::to_string(f.netns().inode()) + ")";
+    }
+    if (f.has_pod() && !f.pod().empty()) out += " pod " + f.pod();
+    out += ": " + f.summary() + "\n";
   }
   return out;
 }
 
-std::string RenderChangesJson(const NodeSnapshot& snapshot, const NodeAnalysis& analysis,
-                              const std::vector<FindingChange>& changes) {
-  Counts counts = Count(analysis);
+std::string RenderChangesJson(const ChangeSet& set) {
   JsonWriter j(/*pretty=*/false);
   j.BeginObject();
   j.Field("schema", kChangesSchema);
-  j.Field("node", snapshot.node_name);
-  j.Field("taken_at_unix_ms", snapshot.taken_at_unix_ms);
+  j.Field("node", set.node);
+  j.Field("taken_at_unix_ms", Ms(set.taken_at_unix_ms));
   j.Key("opened").BeginArray();
-  for (const auto& change : changes) {
-    if (change.kind == FindingChange::Kind::kOpened) WriteFinding(j, change.finding);
+  for (const auto& change : set.changes) {
+    if (change.opened) WriteFinding(j, change.finding);
   }
   j.EndArray();
   j.Key("resolved").BeginArray();
-  for (const auto& change : changes) {
-    if (change.kind == FindingChange::Kind::kResolved) WriteFinding(j, change.finding);
+  for (const auto& change : set.changes) {
+    if (!change.opened) WriteFinding(j, change.finding);
   }
   j.EndArray();
   j.Key("findings").BeginObject();
-  j.Field("critical", counts.critical).Field("warning", counts.warning).Field("info", counts.info);
+  j.Field("critical", static_cast<int>(set.open_findings.critical()))
+      .Field("warning", static_cast<int>(set.open_findings.warning()))
+      .Field("info", static_cast<int>(set.open_findings.info()));
   j.EndObject();
   j.EndObject();
   return j.str() + "\n";

@@ -11,6 +11,19 @@ int ReportExitCode(const std::vector<Finding>& findings) {
   return serious ? kExitFindings : kExitHealthy;
 }
 
+int ReportExitCode(const ::ambientdoctor::v1::Report& report) {
+  const bool serious = std::any_of(report.findings().begin(), report.findings().end(),
+                                   [](const ::ambientdoctor::v1::Finding& f) {
+                                     return f.severity() == SeverityName(Severity::kWarning) ||
+                                            f.severity() == SeverityName(Severity::kCritical);
+                                   });
+  return serious ? kExitFindings : kExitHealthy;
+}
+
+int ReportExitCode(const ::ambientdoctor::v1::SeverityCounts& open_findings) {
+  return open_findings.critical() + open_findings.warning() > 0 ? kExitFindings : kExitHealthy;
+}
+
 std::string NetnsStatus(const NodeAnalysis& analysis, uint64_t inode) {
   int worst = -1;
   for (const Finding& f : analysis.findings) {

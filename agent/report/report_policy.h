@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "ambientdoctor/v1/ambient_doctor.pb.h"
 #include "analysis/analysis.h"
 
 namespace ad {
@@ -19,6 +20,10 @@ int ReportExitCode(const std::vector<Finding>& findings);
 inline int ReportExitCode(const NodeAnalysis& analysis) {
   return ReportExitCode(analysis.findings);
 }
+
+// The same rule on the report model, so a daemon's answer and a local scan exit alike.
+int ReportExitCode(const ::ambientdoctor::v1::Report& report);
+int ReportExitCode(const ::ambientdoctor::v1::SeverityCounts& open_findings);
 
 // "ok", or the worst severity among the findings of the netns with this inode.
 std::string NetnsStatus(const NodeAnalysis& analysis, uint64_t inode);

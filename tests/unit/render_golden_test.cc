@@ -1,6 +1,8 @@
-// The renderers against golden files made by the snapshot-based renderers they replaced (commit
-// 5086a23): a local scan must print byte for byte what it printed before the report model moved to
-// the proto. AD_UPDATE_GOLDEN=1 rewrites the files (review the diff).
+// The proto renderers against golden files made by the snapshot-based renderers they replaced
+// (written by this test at the commit that added it, on the renderers of main 5086a23): a local
+// scan (BuildReport -> render) prints byte for byte what it printed before the report model moved
+// to the proto. AD_UPDATE_GOLDEN=1 rewrites the files (then review the diff: it must be empty for
+// a local scan).
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -36,7 +38,7 @@ std::string Table(const test::RenderFixture& f, bool color, bool all) {
   RenderOptions options;
   options.color = color;
   options.show_all_netns = all;
-  return RenderReportTable(f.snapshot, f.analysis, options);
+  return RenderReportTable(api::BuildReport(f.snapshot, f.analysis), options);
 }
 
 TEST(RenderGolden, ReportTables) {
@@ -52,8 +54,9 @@ TEST(RenderGolden, ReportTables) {
 }
 
 TEST(RenderGolden, ReportJson) {
-  ExpectGolden("report_zds_oneshot.json", RenderReportJson(test::ZdsRichNode(false).snapshot,
-                                                           test::ZdsRichNode(false).analysis));
+  const test::RenderFixture f = test::ZdsRichNode(false);
+  ExpectGolden("report_zds_oneshot.json",
+               RenderReportJson(api::BuildReport(f.snapshot, f.analysis)));
 }
 
 std::vector<FindingChange> SomeChanges() {
@@ -71,9 +74,10 @@ std::vector<FindingChange> SomeChanges() {
 TEST(RenderGolden, WatchChanges) {
   const test::RenderFixture after = test::ZdsRichNode(true);
   const std::vector<FindingChange> changes = SomeChanges();
-  ExpectGolden("changes.txt", RenderChangeLines(changes, test::kFixtureTakenAt, false));
-  ExpectGolden("changes_color.txt", RenderChangeLines(changes, test::kFixtureTakenAt, true));
-  ExpectGolden("changes.json", RenderChangesJson(after.snapshot, after.analysis, changes));
+  const ChangeSet set = LocalChangeSet(after.snapshot, after.analysis, changes);
+  ExpectGolden("changes.txt", RenderChangeLines(set, false));
+  ExpectGolden("changes_color.txt", RenderChangeLines(set, true));
+  ExpectGolden("changes.json", RenderChangesJson(set));
 }
 
 TEST(RenderGolden, Rules) {
@@ -81,8 +85,9 @@ TEST(RenderGolden, Rules) {
   std::string text, json;
   for (const NetnsSnapshot& ns : f.snapshot.netns) {
     const NetnsClassification c = Classify(ns);
-    text += RenderRulesText(ns, c) + "\n=====\n";
-    json += RenderRulesJson(ns, c) + "\n=====\n";
+    const pb::NetnsRules rules = api::BuildNetnsRules(ns, c, NodeAnalysis{});
+    text += RenderRulesText(rules) + "\n=====\n";
+    json += RenderRulesJson(rules) + "\n=====\n";
   }
   ExpectGolden("rules.txt", text);
   ExpectGolden("rules.json", json);

@@ -47,7 +47,7 @@ NodeAnalysis OneCriticalFinding() {
 }
 
 TEST(ReportRender, JsonHasStableSchemaAndFields) {
-  std::string json = RenderReportJson(TwoNetnsNode(), OneCriticalFinding());
+  std::string json = RenderReportJson(api::BuildReport(TwoNetnsNode(), OneCriticalFinding()));
   EXPECT_NE(json.find(R"("schema": "ambient-doctor.report/v2")"), std::string::npos);
   EXPECT_NE(json.find(R"("code": "MIXED_BACKEND")"), std::string::npos);
   EXPECT_NE(json.find(R"("severity": "critical")"), std::string::npos);
@@ -57,7 +57,7 @@ TEST(ReportRender, JsonHasStableSchemaAndFields) {
 }
 
 TEST(ReportRender, TableShowsSummaryRowsAndFindingsWithoutColour) {
-  std::string table = RenderReportTable(TwoNetnsNode(), OneCriticalFinding(), {});
+  std::string table = RenderReportTable(api::BuildReport(TwoNetnsNode(), OneCriticalFinding()), {});
   EXPECT_EQ(table.find("\033["), std::string::npos) << "no colour unless asked";
   EXPECT_NE(table.find("2 netns scanned"), std::string::npos);
   EXPECT_NE(table.find("/proc/1/ns/net (host)"), std::string::npos);
@@ -69,7 +69,8 @@ TEST(ReportRender, TableShowsSummaryRowsAndFindingsWithoutColour) {
 TEST(ReportRender, ColourOnlyWhenRequested) {
   RenderOptions options;
   options.color = true;
-  EXPECT_NE(RenderReportTable(TwoNetnsNode(), OneCriticalFinding(), options).find("\033["),
+  EXPECT_NE(RenderReportTable(api::BuildReport(TwoNetnsNode(), OneCriticalFinding()), options)
+                .find("\033["),
             std::string::npos);
 }
 
@@ -144,11 +145,12 @@ NodeAnalysis ZdsAnalysis() {
 }
 
 TEST(ReportRender, ZdsColumnsAndNodeSectionOnlyWhenCollected) {
-  const std::string plain = RenderReportTable(TwoNetnsNode(), OneCriticalFinding(), {});
+  const std::string plain =
+      RenderReportTable(api::BuildReport(TwoNetnsNode(), OneCriticalFinding()), {});
   EXPECT_EQ(plain.find("ZDS"), std::string::npos);
   EXPECT_EQ(plain.find("POD"), std::string::npos);
 
-  const std::string table = RenderReportTable(ZdsNode(), ZdsAnalysis(), {});
+  const std::string table = RenderReportTable(api::BuildReport(ZdsNode(), ZdsAnalysis()), {});
   EXPECT_NE(table.find("POD"), std::string::npos) << table;
   EXPECT_NE(table.find("ZTUNNEL LISTENERS"), std::string::npos);
   EXPECT_NE(table.find("demo/echo"), std::string::npos);
@@ -172,14 +174,15 @@ TEST(ReportRender, ZdsColumnsAndNodeSectionOnlyWhenCollected) {
 }
 
 TEST(ReportRender, JsonZdsFieldsAreAdditive) {
-  const std::string plain = RenderReportJson(TwoNetnsNode(), OneCriticalFinding());
+  const std::string plain =
+      RenderReportJson(api::BuildReport(TwoNetnsNode(), OneCriticalFinding()));
   EXPECT_NE(plain.find(R"("zds_collected": false)"), std::string::npos);
   // report/v2: unknown values are absent (report/v1 wrote null).
   EXPECT_EQ(plain.find(R"("zds":)"), std::string::npos);
   EXPECT_NE(plain.find(R"("zds_state": "n.a.")"), std::string::npos);
   EXPECT_EQ(plain.find(R"("since_unix_ms":)"), std::string::npos);
 
-  const std::string json = RenderReportJson(ZdsNode(), ZdsAnalysis());
+  const std::string json = RenderReportJson(api::BuildReport(ZdsNode(), ZdsAnalysis()));
   EXPECT_NE(json.find(R"("schema": "ambient-doctor.report/v2")"), std::string::npos);
   EXPECT_NE(json.find(R"("zds_state": "stalled")"), std::string::npos);
   EXPECT_NE(json.find(R"("pod": "demo/echo")"), std::string::npos);
@@ -198,17 +201,140 @@ TEST(ReportRender, WatchChangeLinesAndJson) {
   const std::vector<FindingChange> changes = {
       {FindingChange::Kind::kResolved, OneCriticalFinding().findings[0]},
       {FindingChange::Kind::kOpened, after.findings[1]}};
-  const std::string lines = RenderChangeLines(changes, 1787392830000, false);
+  NodeSnapshot node = ZdsNode();
+  const ChangeSet set = LocalChangeSet(node, after, changes);
+  const std::string lines = RenderChangeLines(set, false);
   EXPECT_EQ(lines,
             "2026-08-22T10:00:30.000Z critical resolved MIXED_BACKEND /run/netns/pod-a (inode "
             "200): Istio rules in 2 backends\n"
             "2026-08-22T10:00:30.000Z critical opened ZDS_STALL /run/netns/pod-a (inode 200) pod "
             "demo/echo: ZDS hand-off of the pod netns to ztunnel is stalled\n");
-  const std::string json = RenderChangesJson(ZdsNode(), after, changes);
+  const std::string json = RenderChangesJson(set);
   EXPECT_EQ(json.find('\n'), json.size() - 1) << "one line per document";
   EXPECT_NE(json.find(R"("schema":"ambient-doctor.changes/v1")"), std::string::npos) << json;
   EXPECT_NE(json.find(R"("opened":[{"code":"ZDS_STALL")"), std::string::npos) << json;
   EXPECT_NE(json.find(R"("resolved":[{"code":"MIXED_BACKEND")"), std::string::npos) << json;
+}
+
+}  // namespace
+}  // namespace ad::cli
+
+namespace ad::cli {
+namespace {
+
+// A report as the daemon answers it: history on every finding, a resolved one, the origin.
+pb::Report DaemonReport() {
+  pb::Report report = api::BuildReport(ZdsNode(), ZdsAnalysis());
+  for (pb::Finding& f : *report.mutable_findings()) {
+    f.set_first_seen_unix_ms(1787392800000);  // 30 s before the scan
+    f.set_last_seen_unix_ms(1787392830000);
+  }
+  pb::Finding resolved = report.findings(0);
+  resolved.set_resolved_at_unix_ms(1787392825000);
+  resolved.set_first_seen_unix_ms(1787392700000);
+  *report.add_recently_resolved() = resolved;
+  pb::ReportOrigin* origin = report.mutable_origin();
+  origin->set_source("daemon");
+  origin->set_api_socket("/run/ambient-doctor/api.sock");
+  origin->set_sequence(42);
+  origin->set_trigger("poll");
+  origin->set_age_ms(1200);
+  origin->set_history(true);
+  return report;
+}
+
+TEST(ReportRenderProto, DaemonOriginAndHistory) {
+  const std::string table = RenderReportTable(DaemonReport(), {});
+  EXPECT_NE(table.find("\nsource daemon unix:/run/ambient-doctor/api.sock  ·  result #42 (poll "
+                       "scan), 1.2 s old  ·  with history\n"),
+            std::string::npos)
+      << table;
+  // ZDS_STALL: the condition's age, then how long the finding has been open.
+  EXPECT_NE(table.find("    | first seen 2026-08-22T10:00:00Z (30 s ago)\n"
+                       "    | open for 30 s: first seen 2026-08-22T10:00:00Z, last seen "
+                       "2026-08-22T10:00:30Z\n"),
+            std::string::npos)
+      << table;
+  EXPECT_NE(table.find("RECENTLY RESOLVED (1, newest first)\nresolved 2026-08-22T10:00:25Z  "
+                       "critical MIXED_BACKEND  /run/netns/pod-a (inode 200)\n    Istio rules in "
+                       "2 backends (was open 2m05s, since 2026-08-22T09:58:20Z)\n"),
+            std::string::npos)
+      << table;
+  EXPECT_EQ(ReportExitCode(DaemonReport()), kExitFindings);
+}
+
+TEST(ReportRenderProto, LocalOriginSaysWhy) {
+  pb::Report report = api::BuildReport(TwoNetnsNode(), OneCriticalFinding());
+  report.mutable_origin()->set_source("local");
+  report.mutable_origin()->set_fallback_reason("no daemon socket at /x.sock");
+  const std::string table = RenderReportTable(report, {});
+  EXPECT_NE(table.find("ms\nsource local scan (no daemon socket at /x.sock)  ·  no daemon "
+                       "history\nmodes:"),
+            std::string::npos)
+      << table;
+  EXPECT_EQ(table.find("RECENTLY RESOLVED"), std::string::npos);
+  EXPECT_NE(RenderReportJson(report).find(R"("fallback_reason": "no daemon socket at /x.sock")"),
+            std::string::npos);
+}
+
+TEST(ReportRenderProto, RecentlyResolvedIsBoundedAndVisible) {
+  pb::Report report = DaemonReport();
+  report.clear_findings();
+  for (int i = 0; i < 30; ++i) {
+    pb::Finding* f = report.add_recently_resolved();
+    *f = report.recently_resolved(0);
+    f->set_resolved_at_unix_ms(1787392000000 + i * 1000.0);
+  }
+  RenderOptions options;
+  options.max_recently_resolved = 5;
+  const std::string table = RenderReportTable(report, options);
+  EXPECT_NE(table.find("RECENTLY RESOLVED (31, newest first)"), std::string::npos) << table;
+  EXPECT_NE(table.find("(26 older resolved findings not shown; -o json lists them all)"),
+            std::string::npos)
+      << table;
+  EXPECT_NE(table.find("resolved 2026-08-22T10:00:25Z"), std::string::npos) << "newest first";
+  EXPECT_EQ(table.find("resolved 2026-08-22T09:46:40Z"), std::string::npos) << "oldest not shown";
+}
+
+TEST(ReportRenderProto, ExitCodeAndStatusComeFromTheProto) {
+  pb::Report report = api::BuildReport(TwoNetnsNode(), OneCriticalFinding());
+  EXPECT_EQ(ReportExitCode(report), kExitFindings);
+  EXPECT_EQ(report.netns(1).status(), "critical");
+  report.mutable_findings(0)->set_severity("info");
+  EXPECT_EQ(ReportExitCode(report), kExitHealthy);
+  report.clear_findings();
+  EXPECT_EQ(ReportExitCode(report), kExitHealthy);
+  pb::SeverityCounts counts;
+  EXPECT_EQ(ReportExitCode(counts), kExitHealthy);
+  counts.set_warning(1);
+  EXPECT_EQ(ReportExitCode(counts), kExitFindings);
+}
+
+TEST(ReportRenderProto, Durations) {
+  EXPECT_EQ(FormatDuration(0), "0.0 s");
+  EXPECT_EQ(FormatDuration(1234), "1.2 s");
+  EXPECT_EQ(FormatDuration(95000), "95 s");
+  EXPECT_EQ(FormatDuration(185000), "3m05s");
+  EXPECT_EQ(FormatDuration(7260000), "2h01m");
+  EXPECT_EQ(FormatDuration(273600000), "3d04h");
+  EXPECT_EQ(FormatDuration(-5), "0.0 s");
+}
+
+TEST(ReportRenderProto, DaemonChangeSetRendersLikeALocalOne) {
+  ChangeSet set;
+  set.node = "node-a";
+  set.taken_at_unix_ms = 1787392830000;
+  pb::Finding f = api::BuildFinding(ZdsAnalysis().findings[1]);
+  f.set_first_seen_unix_ms(1787392830000);  // history fields stay out of changes/v1
+  set.changes.push_back({true, f});
+  set.open_findings.set_critical(2);
+  EXPECT_EQ(RenderChangeLines(set, false),
+            "2026-08-22T10:00:30.000Z critical opened ZDS_STALL /run/netns/pod-a (inode 200) pod "
+            "demo/echo: ZDS hand-off of the pod netns to ztunnel is stalled\n");
+  const std::string json = RenderChangesJson(set);
+  EXPECT_NE(json.find(R"("findings":{"critical":2,"warning":0,"info":0})"), std::string::npos)
+      << json;
+  EXPECT_EQ(json.find("first_seen"), std::string::npos) << json;
 }
 
 }  // namespace
