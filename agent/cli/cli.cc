@@ -47,12 +47,15 @@ constexpr const char* kTopUsage =
 Usage: ambient-doctor <command> [flags]
 
 Commands:
-  report     Scan every network namespace of the node and print the report (exit 0 healthy,
+  report     Print the node's report: the daemon's (with history) when it answers on
+             --api-socket, else a local scan of every network namespace (exit 0 healthy,
              1 findings at warning or above, 2 scan failed).
-  watch      Rescan periodically and print one line per finding opened or resolved.
+  watch      Print one line per finding opened or resolved: the daemon's stream, else
+             periodic local rescans.
   serve      Run as the node daemon: scan at start and on an interval, keep finding history,
              log one line per change (the gRPC API and metrics attach to it).
-  rules      Print the normalized netfilter rules and policy routes of one netns.
+  rules      Print the normalized netfilter rules and policy routes of one netns (read by the
+             daemon when it answers, else locally; the same output).
   findings   List every finding code with its severity and meaning.
   version    Print the version.
 
@@ -198,7 +201,7 @@ void AddScanFlags(FlagSet& flags) {
   flags.Add({.name = "workers",
              .value_name = "N",
              .default_text = "2",
-             .help = "Threads that inspect netns in parallel."});
+             .help = "Threads that inspect netns in parallel (local scans)."});
   flags.Add({.name = "color",
              .value_name = "WHEN",
              .default_text = "auto",
@@ -415,10 +418,16 @@ int PrintReport(const pb::Report& report, const FlagSet& flags) {
 
 int RunReport(const std::vector<std::string>& args) {
   FlagSet flags("report", "[flags]",
-                "Scans every network namespace of the node in-process (iptables-legacy, "
-                "iptables-nft and nftables; IPv4 and IPv6; policy routes), judges each against "
-                "Istio's ambient rule sets, and cross-checks the istio-cni -> ztunnel (ZDS) "
-                "hand-off with the kernel's sockets, process fds, ztunnel's admin view and CRI.");
+                "Asks the node daemon (serve) on --api-socket for its latest report, with finding "
+                "history (first/last seen, recently resolved; ZDS hand-offs aged into "
+                "ZDS_STALL). Without a daemon that answers, with --local, or with scan-scope "
+                "flags (--netns-dir, --netns-match, --no-zds, --lab, ...), scans every network "
+                "namespace of the node in-process instead (iptables-legacy, iptables-nft and "
+                "nftables; IPv4 and IPv6; policy routes), judges each against Istio's ambient "
+                "rule sets, and cross-checks the istio-cni -> ztunnel (ZDS) hand-off with the "
+                "kernel's sockets, process fds, ztunnel's admin view and CRI. The second line of "
+                "the table (origin in JSON) says which it did and why. Scan-scope flags together "
+                "with an explicit --api-socket are refused.");
   AddScanFlags(flags);
   AddClientFlags(flags);
   flags.Add({.name = "istio-only",
