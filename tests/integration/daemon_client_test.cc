@@ -343,6 +343,15 @@ TEST_F(DaemonClientTest, WatchFollowsTheDaemonAndRulesMatchALocalRead) {
     EXPECT_NE(daemon.out.find("ISTIO_OUTPUT"), std::string::npos) << daemon.out;
     EXPECT_EQ(daemon.out, local.out) << format;
   }
+  // --pid: the daemon reads <proc-root>/<pid>/ns/net (ztunnel-sim lives in the lab's ztunnel
+  // netns).
+  const std::string ztunnel_pid = std::to_string(lab_->node().zds.ztunnel_sim_pid);
+  const lab::CommandOutput by_pid =
+      Doctor({"rules", "--api-socket", socket_, "--pid", ztunnel_pid});
+  EXPECT_EQ(by_pid.exit_code, 0) << by_pid.err;
+  EXPECT_NE(by_pid.out.find("# netns /proc/" + ztunnel_pid + "/ns/net"), std::string::npos)
+      << by_pid.out;
+  EXPECT_EQ(by_pid.out, Doctor({"rules", "--local", "--pid", ztunnel_pid}).out);
   const lab::CommandOutput missing = Doctor(
       {"rules", "--api-socket", socket_, "--netns", "/run/netns/" + prefix() + "-no-such-pod"});
   EXPECT_EQ(missing.exit_code, 2);
