@@ -330,11 +330,14 @@ void AddClientFlags(FlagSet& flags) {
 }
 
 // Flags that pick what a scan covers or how it judges. The daemon scans its own configured scope,
-// so with any of them the command scans locally (or, with an explicit --api-socket, refuses).
+// so with any of them on the command line the command scans locally (or, with an explicit
+// --api-socket, refuses). --lab and --lab-prefix select the lab node, never the daemon's. A
+// --config file is not one of them: it is the node's shared agent flags (the DaemonSet's
+// agent.flags, which serve reads too), so its scope is taken to be the daemon's.
 constexpr const char* kScanScopeFlags[] = {
-    "proc-root",          "no-proc",       "netns-dir",          "host-netns", "netns-match",
-    "zds-socket",         "host-root",     "cri-endpoint",       "no-cri",     "no-zds",
-    "ztunnel-admin-port", "ztunnel-netns", "zds-stall-threshold"};
+    "lab",        "lab-prefix",  "proc-root",          "no-proc",       "netns-dir",
+    "host-netns", "netns-match", "zds-socket",         "host-root",     "cri-endpoint",
+    "no-cri",     "no-zds",      "ztunnel-admin-port", "ztunnel-netns", "zds-stall-threshold"};
 
 // Whether to ask the daemon: a connected client, or why not (the local scan's note).
 struct DaemonChoice {
@@ -355,25 +358,23 @@ void LogFallback(const DaemonChoice& choice, const std::string& what) {
   }
 }
 
-// `scoped`: the command scans a node (report, watch); rules reads one netns by path.
-DaemonChoice ChooseDaemon(const FlagSet& flags, const std::string& command, bool scoped = true) {
+// `scoped`: the command scans a node (report, watch); rules reads one netns by path. `args` is
+// the command line (scope flags count only there, not in a --config file).
+DaemonChoice ChooseDaemon(const FlagSet& flags, const std::vector<std::string>& args,
+                          const std::string& command, bool scoped = true) {
   DaemonChoice choice;
   if (flags.Has("local")) {
     choice.fallback_reason = "--local";
     return choice;
   }
-  // A flags file (--config, --lab) sets a scope itself: name it, not the flags it holds.
+  FlagSet typed = flags.EmptyCopy();
+  (void)typed.Parse(args);  // parsed once already
   std::string scope;
-  auto add = [&scope](const std::string& name) { scope += (scope.empty() ? "--" : ", --") + name; };
-  for (const char* name : {"config", "lab", "lab-prefix"}) {
-    if (scoped && flags.Has(name)) add(name);
-  }
-  const bool from_file = !scope.empty();
   for (const char* name : kScanScopeFlags) {
-    if (scoped && !from_file && flags.Has(name)) add(name);
+    if (scoped && typed.Has(name)) scope += (scope.empty() ? "--" : ", --") + std::string(name);
   }
   if (!scope.empty()) {
-    if (flags.Has("api-socket")) {
+    if (typed.Has("api-socket")) {
       std::fprintf(stderr,
                    "ambient-doctor %s: %s set a scan scope, which the daemon does not take (it "
                    "scans its own); drop them to ask the daemon, or drop --api-socket (or add "
@@ -421,7 +422,8 @@ int RunReport(const std::vector<std::string>& args) {
                 "Asks the node daemon (serve) on --api-socket for its latest report, with finding "
                 "history (first/last seen, recently resolved; ZDS hand-offs aged into "
                 "ZDS_STALL). Without a daemon that answers, with --local, or with scan-scope "
-                "flags (--netns-dir, --netns-match, --no-zds, --lab, ...), scans every network "
+                "flags on the command line (--netns-dir, --netns-match, --no-zds, --lab, ...; a "
+                "--config file counts as the daemon's own flags), scans every network "
                 "namespace of the node in-process instead (iptables-legacy, iptables-nft and "
                 "nftables; IPv4 and IPv6; policy routes), judges each against Istio's ambient "
                 "rule sets, and cross-checks the istio-cni -> ztunnel (ZDS) hand-off with the "
@@ -441,7 +443,7 @@ int RunReport(const std::vector<std::string>& args) {
     std::fprintf(stderr, "ambient-doctor: %s\n", error->c_str());
     return kExitScanFailed;
   }
-  DaemonChoice daemon = ChooseDaemon(flags, "report");
+  DaemonChoice daemon = ChooseDaemon(flags, args, "report");
   if (daemon.refused) return kExitScanFailed;
   if (daemon.client) {
     Result<pb::Report> answer = daemon.client->GetReport();
@@ -609,7 +611,7 @@ int RunWatch(const std::vector<std::string>& args) {
   const bool json = flags.Get("output", "table") == "json";
   const bool color = UseColor(flags.Get("color", "auto"));
 
-  DaemonChoice daemon = ChooseDaemon(flags, "watch");
+  DaemonChoice daemon = ChooseDaemon(flags, args, "watch");
   if (daemon.refused) return kExitScanFailed;
   if (daemon.client) {
     Result<std::unique_ptr<client::FindingStream>> stream = daemon.client->WatchFindings();
@@ -874,7 +876,7 @@ int RunRules(const std::vector<std::string>& args) {
     std::fputs((json ? RenderRulesJson(rules) : RenderRulesText(rules)).c_str(), stdout);
     return rules.netns().unreadable() ? kExitScanFailed : 0;
   };
-  DaemonChoice daemon = ChooseDaemon(flags, "rules", /*scoped=*/false);
+  DaemonChoice daemon = ChooseDaemon(flags, args, "rules", /*scoped=*/false);
   if (daemon.client) {
     // The daemon opens the path in its own mount namespace; a relative one means nothing there.
     std::string absolute = path;

@@ -162,7 +162,13 @@ TEST_F(DaemonClientTest, ReportSaysDaemonAndShowsHistory) {
   for (const pb::Finding& f : local_report->findings()) {
     EXPECT_FALSE(f.has_first_seen_unix_ms()) << f.code() << ": no history in a local scan";
   }
-  // The lab's flags file is a scan scope: a local scan that says why.
+  // A --config file is the node's shared agent flags (the daemon reads the same file): its scope
+  // is the daemon's, so the daemon is asked (here: the flags the lab wrote, which serve runs on).
+  const lab::CommandOutput configured = Doctor(
+      {"report", "--config", "/run/ambient-lab/" + prefix() + ".flags", "--api-socket", socket_});
+  EXPECT_NE(configured.out.find("\nsource daemon unix:" + socket_), std::string::npos)
+      << configured.out << configured.err;
+  // The lab's own selector is a scan scope: a local scan that says why.
   const lab::CommandOutput scoped = Doctor({"report", "--lab-prefix", prefix()});
   EXPECT_NE(scoped.out.find("source local scan (scan-scope flags --lab-prefix given; the daemon "
                             "scans its own scope)"),
