@@ -1,8 +1,15 @@
 #include "api/api_server.h"
 
+#include <arpa/inet.h>
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/security/server_credentials.h>
+#include <netinet/in.h>
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -10,10 +17,13 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <list>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -47,6 +57,111 @@ bool SocketAnswers(const std::string& path) {
   addr.sun_family = AF_UNIX;
   path.copy(addr.sun_path, path.size());
   return ::connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) == 0;
+}
+
+// PEM files are a few KiB; anything this large is not one.
+constexpr size_t kMaxPemBytes = 1 << 20;
+
+Result<std::string> ReadPemFile(const std::string& what, const std::string& path) {
+  // Only regular files: opening a FIFO would wait for a writer.
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return ErrnoError(SourceKind::kApi, what + " " + path);
+  if (!S_ISREG(st.st_mode)) {
+    return ApiError(what + " " + path + " is not a regular file", EINVAL);
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return ErrnoError(SourceKind::kApi, what + " " + path);
+  std::string text(kMaxPemBytes + 1, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  if (in.bad()) return ErrnoError(SourceKind::kApi, what + " " + path);
+  text.resize(static_cast<size_t>(in.gcount()));
+  if (text.size() > kMaxPemBytes) {
+    return ApiError(what + " " + path + " is larger than 1 MiB; not a PEM file", EFBIG);
+  }
+  return text;
+}
+
+// OpenSSL objects, freed on every path.
+struct BioFree {
+  void operator()(BIO* bio) const { BIO_free(bio); }
+};
+struct X509Free {
+  void operator()(X509* cert) const { X509_free(cert); }
+};
+struct PkeyFree {
+  void operator()(EVP_PKEY* key) const { EVP_PKEY_free(key); }
+};
+using UniqueBio = std::unique_ptr<BIO, BioFree>;
+using UniqueX509 = std::unique_ptr<X509, X509Free>;
+using UniquePkey = std::unique_ptr<EVP_PKEY, PkeyFree>;
+
+UniqueBio MemoryBio(const std::string& text) {
+  return UniqueBio(BIO_new_mem_buf(text.data(), static_cast<int>(text.size())));
+}
+
+// The reason of the last OpenSSL failure on this thread ("" when none); clears the queue.
+std::string TakeOpensslError() {
+  const unsigned long code = ERR_peek_last_error();
+  ERR_clear_error();
+  if (code == 0) return "";
+  char buffer[256];
+  ERR_error_string_n(code, buffer, sizeof(buffer));
+  return std::string(": ") + buffer;
+}
+
+// Never prompts: a key with a passphrase fails to load instead of reading the terminal.
+int NoPassphrase(char*, int, int, void*) { return -1; }
+
+// The certificates of a PEM text, in order; empty when it holds none.
+std::vector<UniqueX509> ParseCertificates(const std::string& pem) {
+  std::vector<UniqueX509> certs;
+  UniqueBio bio = MemoryBio(pem);
+  while (bio) {
+    UniqueX509 cert(PEM_read_bio_X509(bio.get(), nullptr, NoPassphrase, nullptr));
+    if (!cert) break;
+    certs.push_back(std::move(cert));
+  }
+  ERR_clear_error();  // the end of the text reads as "no start line"
+  return certs;
+}
+
+Result<std::vector<UniqueX509>> CertificatesOf(const std::string& what, const std::string& path,
+                                               const std::string& pem) {
+  std::vector<UniqueX509> certs = ParseCertificates(pem);
+  if (certs.empty()) {
+    return ApiError(what + " " + path + " holds no PEM certificate (-----BEGIN CERTIFICATE-----)",
+                    EINVAL);
+  }
+  return certs;
+}
+
+// Why gRPC could not bind `address`: binds a socket of our own the way gRPC does (SO_REUSEADDR,
+// no SO_REUSEPORT) and reports the errno, e.g. "Address already in use". Closed at once.
+Result<bool> ProbeTcpBind(const TcpAddress& address) {
+  UniqueFd fd(::socket(address.family, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd.valid()) return ErrnoError(SourceKind::kApi, "socket");
+  const int one = 1;
+  ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  sockaddr_storage storage{};
+  socklen_t length = 0;
+  if (address.family == AF_INET6) {
+    auto* v6 = reinterpret_cast<sockaddr_in6*>(&storage);
+    v6->sin6_family = AF_INET6;
+    v6->sin6_port = htons(static_cast<uint16_t>(address.port));
+    ::inet_pton(AF_INET6, address.host.c_str(), &v6->sin6_addr);
+    length = sizeof(*v6);
+  } else {
+    auto* v4 = reinterpret_cast<sockaddr_in*>(&storage);
+    v4->sin_family = AF_INET;
+    v4->sin_port = htons(static_cast<uint16_t>(address.port));
+    ::inet_pton(AF_INET, address.host.c_str(), &v4->sin_addr);
+    length = sizeof(*v4);
+  }
+  if (::bind(fd.get(), reinterpret_cast<const sockaddr*>(&storage), length) != 0) {
+    const int err = errno;
+    return SourceError{SourceKind::kApi, std::strerror(err), err};
+  }
+  return true;
 }
 
 // Every source a scan consults, and whether it failed in this result.
@@ -123,6 +238,85 @@ Result<bool> PrepareSocketPath(const std::string& socket_path) {
   return true;
 }
 
+Result<TcpAddress> ParseTcpAddress(const std::string& address) {
+  auto invalid = [&address](const std::string& why) {
+    return ApiError("TCP address '" + address + "': " + why +
+                        " (give IPV4:PORT or [IPV6]:PORT, e.g. 0.0.0.0:9978 or [::]:9978)",
+                    EINVAL);
+  };
+  const size_t colon = address.rfind(':');
+  if (colon == std::string::npos) return invalid("no port");
+  TcpAddress parsed;
+  parsed.host = address.substr(0, colon);
+  const std::string port = address.substr(colon + 1);
+  if (port.empty() || port.size() > 5 ||
+      port.find_first_not_of("0123456789") != std::string::npos || std::stoi(port) > 65535) {
+    return invalid("the port is not a number from 0 to 65535");
+  }
+  parsed.port = std::stoi(port);
+  const bool bracketed =
+      parsed.host.size() >= 2 && parsed.host.front() == '[' && parsed.host.back() == ']';
+  if (bracketed) parsed.host = parsed.host.substr(1, parsed.host.size() - 2);
+  in6_addr v6{};
+  in_addr v4{};
+  if (bracketed && ::inet_pton(AF_INET6, parsed.host.c_str(), &v6) == 1) {
+    parsed.family = AF_INET6;
+  } else if (!bracketed && ::inet_pton(AF_INET, parsed.host.c_str(), &v4) == 1) {
+    parsed.family = AF_INET;
+  } else if (!bracketed && parsed.host.find(':') != std::string::npos) {
+    return invalid("an IPv6 address needs brackets");
+  } else {
+    return invalid("the host is not an IP address literal");
+  }
+  return parsed;
+}
+
+Result<TlsMaterial> LoadTlsMaterial(const ApiTlsFiles& files) {
+  if (files.cert_file.empty() || files.key_file.empty()) {
+    return ApiError("TLS needs both a certificate and a private key file", EINVAL);
+  }
+  TlsMaterial material;
+  Result<std::string> cert = ReadPemFile("TLS certificate file", files.cert_file);
+  if (!cert) return cert.error();
+  Result<std::vector<UniqueX509>> chain =
+      CertificatesOf("TLS certificate file", files.cert_file, *cert);
+  if (!chain) return chain.error();
+  material.cert_chain = std::move(*cert);
+
+  Result<std::string> key = ReadPemFile("TLS key file", files.key_file);
+  if (!key) return key.error();
+  UniqueBio key_bio = MemoryBio(*key);
+  UniquePkey pkey(key_bio ? PEM_read_bio_PrivateKey(key_bio.get(), nullptr, NoPassphrase, nullptr)
+                          : nullptr);
+  if (!pkey) {
+    const std::string reason = TakeOpensslError();
+    if (key->find("ENCRYPTED") != std::string::npos) {
+      return ApiError("TLS key file " + files.key_file +
+                          " is encrypted; give an unencrypted PEM key (no passphrase)",
+                      EINVAL);
+    }
+    return ApiError("TLS key file " + files.key_file + " holds no PEM private key" + reason,
+                    EINVAL);
+  }
+  if (X509_check_private_key(chain->front().get(), pkey.get()) != 1) {
+    TakeOpensslError();
+    return ApiError(
+        "TLS key file " + files.key_file + " does not match the certificate in " + files.cert_file,
+        EINVAL);
+  }
+  material.private_key = std::move(*key);
+
+  if (!files.client_ca_file.empty()) {
+    Result<std::string> ca = ReadPemFile("TLS client CA file", files.client_ca_file);
+    if (!ca) return ca.error();
+    Result<std::vector<UniqueX509>> roots =
+        CertificatesOf("TLS client CA file", files.client_ca_file, *ca);
+    if (!roots) return roots.error();
+    material.client_ca = std::move(*ca);
+  }
+  return material;
+}
+
 struct ApiServer::Impl final : pb::AmbientDoctor::Service {
   // One open stream, watched for a write that no longer completes.
   struct Stream {
@@ -136,6 +330,7 @@ struct ApiServer::Impl final : pb::AmbientDoctor::Service {
   std::shared_ptr<const ResultHub> hub;
   NetnsReader netns_reader;
   std::unique_ptr<grpc::Server> server;
+  int tcp_port = 0;
   const int64_t started_at_unix_ms = NowUnixMs();
 
   std::atomic<bool> stopping{false};
@@ -496,8 +691,38 @@ Result<std::unique_ptr<ApiServer>> ApiServer::Start(ApiServerOptions options,
                                                     std::shared_ptr<const ResultHub> hub,
                                                     NetnsReader netns_reader) {
   if (!hub) return ApiError("no result hub");
-  if (Result<bool> prepared = PrepareSocketPath(options.socket_path); !prepared) {
-    return prepared.error();
+  const bool with_unix = !options.socket_path.empty();
+  const bool with_tcp = !options.tcp_address.empty();
+  if (!with_unix && !with_tcp) return ApiError("neither a unix socket nor a TCP address to serve");
+  // Everything about TCP is checked before the socket path is touched.
+  std::optional<TcpAddress> tcp;
+  std::shared_ptr<grpc::ServerCredentials> tls_credentials;
+  if (with_tcp) {
+    Result<TcpAddress> parsed = ParseTcpAddress(options.tcp_address);
+    if (!parsed) return parsed.error();
+    tcp = *parsed;
+    if (options.tls.cert_file.empty() && options.tls.key_file.empty()) {
+      return ApiError("the API serves TCP only with TLS: give a certificate and a key for " +
+                          options.tcp_address,
+                      EINVAL);
+    }
+    // TLS objects exist only here, so a process without a TCP listener never initialises TLS.
+    Result<TlsMaterial> material = LoadTlsMaterial(options.tls);
+    if (!material) return material.error();
+    grpc::SslServerCredentialsOptions ssl(
+        material->client_ca.empty() ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
+                                    : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+    ssl.pem_root_certs = material->client_ca;
+    ssl.pem_key_cert_pairs.push_back({material->private_key, material->cert_chain});
+    tls_credentials = grpc::SslServerCredentials(ssl);
+  } else if (!options.tls.cert_file.empty() || !options.tls.key_file.empty() ||
+             !options.tls.client_ca_file.empty()) {
+    return ApiError("TLS files are for the TCP listener; no TCP address given", EINVAL);
+  }
+  if (with_unix) {
+    if (Result<bool> prepared = PrepareSocketPath(options.socket_path); !prepared) {
+      return prepared.error();
+    }
   }
   auto impl = std::make_unique<Impl>();
   impl->options = std::move(options);
@@ -507,16 +732,38 @@ Result<std::unique_ptr<ApiServer>> ApiServer::Start(ApiServerOptions options,
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  builder.AddListeningPort("unix:" + impl->options.socket_path, grpc::InsecureServerCredentials());
+  if (with_unix) {
+    builder.AddListeningPort("unix:" + impl->options.socket_path,
+                             grpc::InsecureServerCredentials());
+  }
+  if (tcp) {
+    const std::string host = tcp->family == AF_INET6 ? "[" + tcp->host + "]" : tcp->host;
+    builder.AddListeningPort(host + ":" + std::to_string(tcp->port), tls_credentials,
+                             &impl->tcp_port);
+    // gRPC would share a port with another SO_REUSEPORT listener: a port in use is an error.
+    builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  }
+  // One service, one set of limits for every listener.
   builder.RegisterService(impl.get());
   builder.SetMaxReceiveMessageSize(impl->options.max_request_bytes);
   builder.SetMaxSendMessageSize(impl->options.max_response_bytes);
   impl->server = builder.BuildAndStart();
   if (!impl->server) {
-    return ApiError("gRPC could not listen on unix:" + impl->options.socket_path);
+    // gRPC may have bound the unix socket before the TCP port failed.
+    if (with_unix) ::unlink(impl->options.socket_path.c_str());
+    if (tcp) {
+      if (Result<bool> bindable = ProbeTcpBind(*tcp); !bindable) {
+        return ApiError(
+            "cannot listen on " + impl->options.tcp_address + ": " + bindable.error().message,
+            bindable.error().error_number);
+      }
+    }
+    std::string where = with_unix ? "unix:" + impl->options.socket_path : "";
+    if (tcp) where += (where.empty() ? "" : " and ") + impl->options.tcp_address;
+    return ApiError("gRPC could not listen on " + where);
   }
   // The directory is 0700 already; the socket itself is for root only as well.
-  if (::chmod(impl->options.socket_path.c_str(), 0600) != 0) {
+  if (with_unix && ::chmod(impl->options.socket_path.c_str(), 0600) != 0) {
     const int err = errno;
     impl->server->Shutdown();
     return ErrnoError(SourceKind::kApi, "chmod 0600 " + impl->options.socket_path, err);
@@ -546,10 +793,12 @@ void ApiServer::Shutdown(std::chrono::milliseconds grace) {
   impl_->server->Wait();
   if (impl_->tracker.joinable()) impl_->tracker.join();
   if (impl_->watchdog.joinable()) impl_->watchdog.join();
-  ::unlink(impl_->options.socket_path.c_str());
+  if (!impl_->options.socket_path.empty()) ::unlink(impl_->options.socket_path.c_str());
 }
 
 const std::string& ApiServer::socket_path() const { return impl_->options.socket_path; }
+
+int ApiServer::tcp_port() const { return impl_->tcp_port; }
 
 ApiServerCounters ApiServer::counters() const {
   return ApiServerCounters{impl_->active_streams.load(), impl_->streams_dropped.load(),

@@ -1,10 +1,12 @@
-// The gRPC API (ambientdoctor.v1.AmbientDoctor) over a unix socket, reading a ResultHub: outputs
+// The gRPC API (ambientdoctor.v1.AmbientDoctor) over a unix socket and, optionally, TCP with TLS
+// (only with TLS; optionally requiring client certificates), reading a ResultHub: outputs
 // never scan, so GetReport and GetStatus answer from the latest published result, and
 // WatchFindings follows the hub. Only GetNetnsRules reads the kernel, through an injected reader.
 //
 // Also served: grpc.health.v1 (SERVING) and server reflection. Limits: request size, response
-// size, concurrent streams; a stream whose client falls behind the hub's ring is ended with
-// RESOURCE_EXHAUSTED (or cancelled when it is stuck in a write); publishing never waits for it.
+// size, concurrent streams (one count over both listeners); a stream whose client falls behind
+// the hub's ring is ended with RESOURCE_EXHAUSTED (or cancelled when it is stuck in a write);
+// publishing never waits for it.
 #pragma once
 
 #include <chrono>
@@ -21,11 +23,23 @@ namespace ad::api {
 
 inline constexpr const char* kDefaultSocketPath = "/run/ambient-doctor/api.sock";
 
+// PEM files of the TCP listener. Read and checked once, at Start.
+struct ApiTlsFiles {
+  std::string cert_file;       // the server's certificate chain, leaf first
+  std::string key_file;        // its private key (unencrypted)
+  std::string client_ca_file;  // when set: clients must present a certificate signed by it
+};
+
 struct ApiServerOptions {
-  std::string socket_path = kDefaultSocketPath;  // its directory is created 0700; socket 0600
-  int max_request_bytes = 16 * 1024;             // requests are tiny; larger ones are rejected
-  int max_response_bytes = 64 * 1024 * 1024;     // a report of thousands of netns fits
-  int max_streams = 32;                          // WatchFindings + StreamFlows, all clients
+  // Its directory is created 0700; socket 0600. Empty: no unix listener (then tcp_address).
+  std::string socket_path = kDefaultSocketPath;
+  // "IPV4:PORT" or "[IPV6]:PORT" (literals; port 0 picks a free one): a TCP listener, which
+  // requires `tls`. Empty: none.
+  std::string tcp_address;
+  ApiTlsFiles tls;
+  int max_request_bytes = 16 * 1024;          // requests are tiny; larger ones are rejected
+  int max_response_bytes = 64 * 1024 * 1024;  // a report of thousands of netns fits
+  int max_streams = 32;                       // WatchFindings + StreamFlows, all clients
   // How often a stream looks at its deadline and cancellation while the hub is quiet.
   std::chrono::milliseconds stream_poll{100};
   // A stream whose write has not completed for this long (the client stopped reading) is
@@ -51,9 +65,11 @@ struct ApiServerCounters {
 
 class ApiServer {
  public:
-  // Prepares the socket path (see README "gRPC API"), binds and starts serving. Errors: the
-  // directory cannot be created or written, the path is a non-socket file, another server
-  // answers on it, or gRPC could not bind.
+  // Checks the TCP address and TLS files, prepares the socket path (see README "gRPC API"), binds
+  // and starts serving. Errors: TCP without TLS, a malformed address, a TLS file that is
+  // unreadable or not PEM of the expected kind, a key that does not match the certificate; the
+  // socket directory cannot be created or written, the path is a non-socket file, another server
+  // answers on it; an address in use or that gRPC could not bind.
   static Result<std::unique_ptr<ApiServer>> Start(ApiServerOptions options,
                                                   std::shared_ptr<const ResultHub> hub,
                                                   NetnsReader netns_reader);
@@ -66,6 +82,8 @@ class ApiServer {
   void Shutdown(std::chrono::milliseconds grace = std::chrono::milliseconds(500));
 
   const std::string& socket_path() const;
+  // The bound TCP port (the chosen one when tcp_address asked for port 0); 0 without TCP.
+  int tcp_port() const;
   ApiServerCounters counters() const;
 
   struct Impl;
@@ -78,5 +96,22 @@ class ApiServer {
 // Checks and prepares `socket_path` for binding (exposed for tests): creates a missing directory
 // 0700, removes a stale socket nobody answers on; errors for everything else.
 Result<bool> PrepareSocketPath(const std::string& socket_path);
+
+// A parsed tcp_address: the literal host without brackets, its family and the port.
+struct TcpAddress {
+  std::string host;
+  int family = 0;  // AF_INET or AF_INET6
+  int port = 0;
+};
+Result<TcpAddress> ParseTcpAddress(const std::string& address);
+
+// The PEM material of a TLS listener, checked (exposed for tests): certificates parse, the key
+// parses and matches the leaf certificate, the client CA holds at least one certificate.
+struct TlsMaterial {
+  std::string cert_chain;
+  std::string private_key;
+  std::string client_ca;  // empty: no client certificates requested
+};
+Result<TlsMaterial> LoadTlsMaterial(const ApiTlsFiles& files);
 
 }  // namespace ad::api
