@@ -700,8 +700,9 @@ int RunServe(const std::vector<std::string>& args) {
                 "--interval) say it changed, polls the node-wide ZDS, ztunnel and CRI sources "
                 "every --interval and re-reads everything every --resync-interval. Keeps the "
                 "history of every finding (first seen, last seen, resolved) and of ZDS signals, "
-                "serves /metrics and /healthz, and logs one line per finding opened or resolved "
-                "and per source degraded or recovered. SIGTERM or SIGINT stops it.");
+                "serves the gRPC API on --api-socket (and over TCP with TLS on --api-address), "
+                "/metrics and /healthz, and logs one line per finding opened or resolved and per "
+                "source degraded or recovered. SIGTERM or SIGINT stops it.");
   AddScanFlags(flags);
   flags.Add({.name = "interval",
              .value_name = "DURATION",
@@ -725,6 +726,21 @@ int RunServe(const std::vector<std::string>& args) {
              .help = "Unix socket of the gRPC API (ambientdoctor.v1.AmbientDoctor, health, "
                      "reflection); its directory is created 0700, the socket is 0600. \"off\" "
                      "disables it."});
+  flags.Add({.name = "api-address",
+             .value_name = "HOST:PORT",
+             .help = "Also serve the gRPC API over TCP, only with TLS (needs --api-tls-cert and "
+                     "--api-tls-key): an IPv4 or bracketed IPv6 literal and a port, e.g. "
+                     "0.0.0.0:9978 or [::]:9978. Same limits as the socket."});
+  flags.Add({.name = "api-tls-cert",
+             .value_name = "FILE",
+             .help = "PEM certificate chain (leaf first) of the TCP listener."});
+  flags.Add({.name = "api-tls-key",
+             .value_name = "FILE",
+             .help = "PEM private key of --api-tls-cert (unencrypted)."});
+  flags.Add({.name = "api-tls-client-ca",
+             .value_name = "FILE",
+             .help = "PEM CA certificate(s): TCP clients must present a certificate signed by "
+                     "one of them (mutual TLS)."});
   flags.Add({.name = "metrics-address",
              .value_name = "HOST:PORT",
              .default_text = "0.0.0.0:9977",
@@ -764,6 +780,30 @@ int RunServe(const std::vector<std::string>& args) {
   options.event_driven = !flags.Has("no-events");
   const auto stale_after = PositiveDurationFlag(flags, "healthz-stale-after", "120s");
   if (!stale_after) return kExitScanFailed;
+  api::ApiServerOptions api_options;
+  api_options.socket_path = flags.Get("api-socket", api::kDefaultSocketPath);
+  if (api_options.socket_path == "off") api_options.socket_path.clear();
+  api_options.tcp_address = flags.Get("api-address");
+  api_options.tls = {.cert_file = flags.Get("api-tls-cert"),
+                     .key_file = flags.Get("api-tls-key"),
+                     .client_ca_file = flags.Get("api-tls-client-ca")};
+  api_options.version = kVersion;
+  // Flag combinations are refused here; the files are checked when the API starts.
+  const bool any_tls =
+      flags.Has("api-tls-cert") || flags.Has("api-tls-key") || flags.Has("api-tls-client-ca");
+  if (!api_options.tcp_address.empty() &&
+      (api_options.tls.cert_file.empty() || api_options.tls.key_file.empty())) {
+    std::fprintf(stderr,
+                 "ambient-doctor: --api-address serves TCP only with TLS: give --api-tls-cert "
+                 "FILE and --api-tls-key FILE (plaintext TCP is refused)\n");
+    return kExitScanFailed;
+  }
+  if (api_options.tcp_address.empty() && any_tls) {
+    std::fprintf(stderr,
+                 "ambient-doctor: --api-tls-cert, --api-tls-key and --api-tls-client-ca are for "
+                 "the TCP listener: give --api-address HOST:PORT\n");
+    return kExitScanFailed;
+  }
   const std::string metrics_address = flags.Get("metrics-address", "0.0.0.0:9977");
   std::optional<HttpServerOptions> http;
   if (metrics_address != "off") {
@@ -812,11 +852,7 @@ int RunServe(const std::vector<std::string>& args) {
   }
   std::thread metrics_feed([&exporter, &daemon] { exporter.FollowHub(daemon.hub()); });
   std::unique_ptr<api::ApiServer> api_server;
-  if (const std::string socket = flags.Get("api-socket", api::kDefaultSocketPath);
-      socket != "off") {
-    api::ApiServerOptions api_options;
-    api_options.socket_path = socket;
-    api_options.version = kVersion;
+  if (!api_options.socket_path.empty() || !api_options.tcp_address.empty()) {
     auto started = api::ApiServer::Start(api_options, daemon.shared_hub(),
                                          MakeNetnsReader(daemon.shared_hub()));
     if (!started.ok()) {
@@ -827,7 +863,21 @@ int RunServe(const std::vector<std::string>& args) {
       return kExitScanFailed;
     }
     api_server = std::move(*started);
-    spdlog::info("{}", NoteLine("gRPC API on unix:" + socket, format));
+    if (!api_options.socket_path.empty()) {
+      spdlog::info("{}", NoteLine("gRPC API on unix:" + api_options.socket_path, format));
+    }
+    if (!api_options.tcp_address.empty()) {
+      // The bound port: the one chosen when the address asked for port 0.
+      const std::string host =
+          api_options.tcp_address.substr(0, api_options.tcp_address.rfind(':'));
+      spdlog::info(
+          "{}",
+          NoteLine(
+              "gRPC API on " + host + ":" + std::to_string(api_server->tcp_port()) + " (TLS" +
+                  (api_options.tls.client_ca_file.empty() ? "" : ", client certificates required") +
+                  ")",
+              format));
+    }
   }
   g_daemon = &daemon;
   struct sigaction action {};
