@@ -1,6 +1,7 @@
 #include "api/api_server.h"
 
 #include <arpa/inet.h>
+#include <grpc/support/log.h>
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
@@ -236,6 +237,19 @@ Result<bool> PrepareSocketPath(const std::string& socket_path) {
     return ErrnoError(SourceKind::kApi, "remove stale socket " + socket_path);
   }
   return true;
+}
+
+namespace {
+std::atomic<GrpcLogSink> g_grpc_log_sink{nullptr};
+
+void ForwardGrpcLog(gpr_log_func_args* args) {
+  if (GrpcLogSink sink = g_grpc_log_sink.load()) sink(args->message ? args->message : "");
+}
+}  // namespace
+
+void SetGrpcLogSink(GrpcLogSink sink) {
+  g_grpc_log_sink = sink;
+  gpr_set_log_function(ForwardGrpcLog);
 }
 
 Result<TcpAddress> ParseTcpAddress(const std::string& address) {

@@ -14,6 +14,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "engine/result_hub.h"
 #include "model/result.h"
@@ -92,6 +93,12 @@ class ApiServer {
   explicit ApiServer(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
+
+// Where gRPC's own log lines go (process-wide; call before starting servers). gRPC logs each
+// refused TLS handshake, so a TCP listener lets any peer add lines; the daemon sends them to its
+// log at debug level, in its log format. Without a sink they go to stderr as gRPC prints them.
+using GrpcLogSink = void (*)(std::string_view message);
+void SetGrpcLogSink(GrpcLogSink sink);
 
 // Checks and prepares `socket_path` for binding (exposed for tests): creates a missing directory
 // 0700, removes a stale socket nobody answers on; errors for everything else.

@@ -686,6 +686,12 @@ api::NetnsReader MakeNetnsReader(std::shared_ptr<const ResultHub> hub) {
   };
 }
 
+// gRPC's own log lines (e.g. a refused TLS handshake) at debug level, in the daemon's format.
+std::atomic<LogFormat> g_serve_log_format{LogFormat::kText};
+void LogGrpcLine(std::string_view message) {
+  spdlog::debug("{}", NoteLine("grpc: " + std::string(message), g_serve_log_format.load()));
+}
+
 // The running daemon, for the signal handler (Stop() is async-signal-safe).
 std::atomic<Daemon*> g_daemon{nullptr};
 
@@ -853,6 +859,8 @@ int RunServe(const std::vector<std::string>& args) {
   std::thread metrics_feed([&exporter, &daemon] { exporter.FollowHub(daemon.hub()); });
   std::unique_ptr<api::ApiServer> api_server;
   if (!api_options.socket_path.empty() || !api_options.tcp_address.empty()) {
+    g_serve_log_format = format;
+    api::SetGrpcLogSink(LogGrpcLine);
     auto started = api::ApiServer::Start(api_options, daemon.shared_hub(),
                                          MakeNetnsReader(daemon.shared_hub()));
     if (!started.ok()) {

@@ -139,12 +139,29 @@ TEST(ServeTls, TcpListenerWithClientCertificatesOnTheLab) {
   testing::ScopedTempDir dir("adt-serve-tls");
   const std::string log = dir.path() + "/serve.log";
   const std::string socket = dir.path() + "/api/api.sock";
-  testing::ScopedChild serve(
-      {kDoctor, "serve", "--lab-prefix", options.prefix, "--interval", "200ms", "--metrics-address",
-       "off", "--api-socket", socket, "--api-address", "127.0.0.1:0", "--api-tls-cert",
-       pki.Path("server.crt"), "--api-tls-key", pki.Path("server.key"), "--api-tls-client-ca",
-       pki.Path("ca.crt")},
-      "", log, /*with_stderr=*/true);
+  testing::ScopedChild serve({kDoctor,
+                              "serve",
+                              "--lab-prefix",
+                              options.prefix,
+                              "--interval",
+                              "200ms",
+                              "--metrics-address",
+                              "off",
+                              "--api-socket",
+                              socket,
+                              "--api-address",
+                              "127.0.0.1:0",
+                              "--api-tls-cert",
+                              pki.Path("server.crt"),
+                              "--api-tls-key",
+                              pki.Path("server.key"),
+                              "--api-tls-client-ca",
+                              pki.Path("ca.crt"),
+                              "--log-format",
+                              "json",
+                              "--log-level",
+                              "debug"},
+                             "", log, /*with_stderr=*/true);
   const std::regex bound(
       "gRPC API on 127\\.0\\.0\\.1:([0-9]+) \\(TLS, client certificates required\\)");
   std::smatch match;
@@ -181,6 +198,20 @@ TEST(ServeTls, TcpListenerWithClientCertificatesOnTheLab) {
   serve.Signal(SIGTERM);
   EXPECT_EQ(serve.Wait(std::chrono::seconds(20)), 0) << ReadAll(log);
   EXPECT_FALSE(std::filesystem::exists(socket));
+
+  // gRPC's own line about the refused handshake is in the daemon's log, as a JSON debug note:
+  // a peer on the TCP port cannot break the log format.
+  text = ReadAll(log);
+  std::istringstream lines(text);
+  bool saw_handshake = false;
+  for (std::string line; std::getline(lines, line);) {
+    EXPECT_EQ(line.rfind("{\"ts\":", 0), 0u) << "not a JSON log line: " << line;
+    if (line.find("grpc: Handshake failed") != std::string::npos) {
+      saw_handshake = true;
+      EXPECT_NE(line.find("\"level\":\"debug\""), std::string::npos) << line;
+    }
+  }
+  EXPECT_TRUE(saw_handshake) << text;
 }
 
 }  // namespace
