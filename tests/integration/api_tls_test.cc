@@ -13,6 +13,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -416,6 +418,39 @@ TEST_F(ApiTlsTest, PortInUseIsAClearError) {
       << started.error().message;
   EXPECT_FALSE(fs::exists(second.socket_path));
   EXPECT_TRUE(CallStatus(TlsChannel(Target())).ok()) << "the first one keeps serving";
+}
+
+// The Python client (python3-grpcio, its own TLS stack) over mutual TLS.
+TEST_F(ApiTlsTest, PythonClientOverMutualTls) {
+  if (std::system("/usr/bin/python3 -c 'import grpc, google.protobuf' >/dev/null 2>&1") != 0) {
+    GTEST_SKIP() << "python3-grpcio / python3-protobuf not installed (scripts/setup)";
+  }
+  if (std::system("command -v protoc >/dev/null && command -v grpc_python_plugin >/dev/null") !=
+      0) {
+    GTEST_SKIP() << "protoc or grpc_python_plugin (protobuf-compiler-grpc) not installed";
+  }
+  options_.tls.client_ca_file = pki_->Path("ca.crt");
+  StartServer();
+  auto run = [&](const std::string& client) {
+    std::string command = std::string("/usr/bin/python3 ") + AD_SOURCE_DIR +
+                          "/tests/integration/python/api_client.py " + AD_SOURCE_DIR +
+                          "/proto --tls " + Target() + " " + pki_->Path("ca.crt");
+    if (!client.empty()) {
+      command += " " + pki_->Path(client + ".crt") + " " + pki_->Path(client + ".key");
+    }
+    FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
+    std::string output;
+    if (pipe == nullptr) return std::make_pair(-1, output);
+    char buffer[512];
+    while (std::fgets(buffer, sizeof(buffer), pipe) != nullptr) output += buffer;
+    return std::make_pair(::pclose(pipe), output);
+  };
+  const auto [status, output] = run("client");
+  ASSERT_EQ(status, 0) << output;
+  EXPECT_NE(output.find("report node-tls 2 1"), std::string::npos) << output;
+  EXPECT_NE(output.find("event KIND_CURRENT MIXED_BACKEND"), std::string::npos) << output;
+  const auto [refused_status, refused_output] = run("");
+  EXPECT_NE(refused_status, 0) << "no client certificate: " << refused_output;
 }
 
 TEST(ApiTcpAddress, LiteralsOnly) {

@@ -1,8 +1,11 @@
 #!/usr/bin/python3
 """A second API client: stubs generated now from proto/ with protoc + grpc_python_plugin.
 
-Usage: api_client.py <proto dir> <socket path>. Calls GetReport, reads one WatchFindings event
-and prints "report <node> <netns count> <finding count>" and "event <kind> <code>".
+Usage: api_client.py <proto dir> <socket path>
+       api_client.py <proto dir> --tls <host:port> <CA file> [<client cert> <client key>]
+Calls GetReport, reads one WatchFindings event and prints "report <node> <netns count> <finding
+count>" and "event <kind> <code>". With --tls it talks to the TCP listener (serve --api-address),
+trusting the CA file and, when given, presenting the client certificate (mutual TLS).
 """
 import os
 import subprocess
@@ -11,7 +14,8 @@ import tempfile
 
 
 def main():
-    proto_dir, socket_path = sys.argv[1], sys.argv[2]
+    proto_dir = sys.argv[1]
+    tls = sys.argv[2] == "--tls"
     with tempfile.TemporaryDirectory(prefix="ad-pystubs-") as out:
         plugin = subprocess.run(["which", "grpc_python_plugin"], capture_output=True, text=True,
                                 check=True).stdout.strip()
@@ -23,7 +27,19 @@ def main():
         from ambientdoctor.v1 import ambient_doctor_pb2 as pb
         from ambientdoctor.v1 import ambient_doctor_pb2_grpc as rpc
 
-        with grpc.insecure_channel("unix:" + socket_path) as channel:
+        if tls:
+            def read(path):
+                with open(path, "rb") as f:
+                    return f.read()
+            target, files = sys.argv[3], [read(path) for path in sys.argv[4:7]]
+            credentials = grpc.ssl_channel_credentials(
+                root_certificates=files[0],
+                private_key=files[2] if len(files) > 2 else None,
+                certificate_chain=files[1] if len(files) > 1 else None)
+            channel = grpc.secure_channel(target, credentials)
+        else:
+            channel = grpc.insecure_channel("unix:" + sys.argv[2])
+        with channel:
             stub = rpc.AmbientDoctorStub(channel)
             report = stub.GetReport(pb.GetReportRequest(), timeout=10)
             print("report", report.node.name, len(report.netns), len(report.findings))
