@@ -1,7 +1,8 @@
 # Links the gRPC stack of the CRI client and the API (gRPC, protobuf, abseil, c-ares, re2, zlib,
-# OpenSSL's libssl/libcrypto) from static archives. The shared build made every start of the agent load and relocate ~60 shared objects
-# (about 8 ms of a one-shot report) for a client a local scan may never use. Static archives
-# resolve all of that at link time; libc, libstdc++ and the netfilter libraries stay shared.
+# OpenSSL's libssl/libcrypto) from static archives. The shared build made every start of the
+# agent load and relocate ~60 shared objects (about 8 ms of a one-shot report) for a client a
+# local scan may never use. Static archives resolve all of that at link time; libc, libstdc++ and
+# the netfilter libraries stay shared.
 #
 # ad_prefer_static_archives(<target>...) walks the imported targets' link closure and points
 # every shared library that has a `.a` sibling at the archive instead, so every consumer in the
