@@ -18,6 +18,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "ambientdoctor/v1/ambient_doctor.grpc.pb.h"
@@ -329,6 +330,18 @@ TEST_F(ApiTlsTest, SameLimitsOnBothListeners) {
   EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << s.error_message();
   unix_context.TryCancel();
   held->Finish();
+
+  // Deadlines end a TLS stream as they end one on the socket (once the cancelled one let go).
+  for (int i = 0; i < 500 && server_->counters().active_streams > 0; ++i) {
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  ASSERT_EQ(server_->counters().active_streams, 0);
+  grpc::ClientContext short_context;
+  short_context.set_deadline(std::chrono::system_clock::now() + milliseconds(300));
+  auto short_stream = tls_stub->WatchFindings(&short_context, {});
+  while (short_stream->Read(&event)) {
+  }
+  EXPECT_EQ(short_stream->Finish().error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
 }
 
 TEST_F(ApiTlsTest, TcpOnlyWithoutSocket) {
