@@ -857,10 +857,11 @@ int RunServe(const std::vector<std::string>& args) {
                                 format));
   }
   std::thread metrics_feed([&exporter, &daemon] { exporter.FollowHub(daemon.hub()); });
+  // gRPC's lines (API server, CRI client) must not break the daemon's log format.
+  g_serve_log_format = format;
+  api::SetGrpcLogSink(LogGrpcLine);
   std::unique_ptr<api::ApiServer> api_server;
   if (!api_options.socket_path.empty() || !api_options.tcp_address.empty()) {
-    g_serve_log_format = format;
-    api::SetGrpcLogSink(LogGrpcLine);
     auto started = api::ApiServer::Start(api_options, daemon.shared_hub(),
                                          MakeNetnsReader(daemon.shared_hub()));
     if (!started.ok()) {
@@ -876,15 +877,11 @@ int RunServe(const std::vector<std::string>& args) {
     }
     if (!api_options.tcp_address.empty()) {
       // The bound port: the one chosen when the address asked for port 0.
-      const std::string host =
-          api_options.tcp_address.substr(0, api_options.tcp_address.rfind(':'));
-      spdlog::info(
-          "{}",
-          NoteLine(
-              "gRPC API on " + host + ":" + std::to_string(api_server->tcp_port()) + " (TLS" +
-                  (api_options.tls.client_ca_file.empty() ? "" : ", client certificates required") +
-                  ")",
-              format));
+      const std::string& address = api_options.tcp_address;
+      std::string note = "gRPC API on " + address.substr(0, address.rfind(':')) + ":" +
+                         std::to_string(api_server->tcp_port()) + " (TLS";
+      note += api_options.tls.client_ca_file.empty() ? ")" : ", client certificates required)";
+      spdlog::info("{}", NoteLine(note, format));
     }
   }
   g_daemon = &daemon;
