@@ -758,6 +758,8 @@ Result<std::unique_ptr<ApiServer>> ApiServer::Start(ApiServerOptions options,
     builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   }
   // One service, one set of limits for every listener.
+  builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS,
+                             static_cast<int>(impl->options.handshake_timeout.count()));
   builder.RegisterService(impl.get());
   builder.SetMaxReceiveMessageSize(impl->options.max_request_bytes);
   builder.SetMaxSendMessageSize(impl->options.max_response_bytes);

@@ -41,6 +41,9 @@ struct ApiServerOptions {
   int max_request_bytes = 16 * 1024;          // requests are tiny; larger ones are rejected
   int max_response_bytes = 64 * 1024 * 1024;  // a report of thousands of netns fits
   int max_streams = 32;                       // WatchFindings + StreamFlows, all clients
+  // A connection that has not finished its (TLS and HTTP/2) handshake by then is closed, so idle
+  // or garbage peers of the TCP port do not hold connections for gRPC's default 120 s.
+  std::chrono::milliseconds handshake_timeout{10000};
   // How often a stream looks at its deadline and cancellation while the hub is quiet.
   std::chrono::milliseconds stream_poll{100};
   // A stream whose write has not completed for this long (the client stopped reading) is

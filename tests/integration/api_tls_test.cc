@@ -13,6 +13,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -274,6 +275,44 @@ TEST_F(ApiTlsTest, PlaintextClientAndClientTrustingAnotherCaFail) {
 
   // The server keeps serving good clients.
   EXPECT_TRUE(CallStatus(TlsChannel(Target())).ok());
+}
+
+// Garbage instead of a ClientHello, a peer that never speaks and one that hangs up mid-handshake:
+// each is that peer's problem; the listener keeps serving, and a silent peer is closed after the
+// handshake timeout.
+TEST_F(ApiTlsTest, GarbageAndSilentPeersDoNotStopTheListener) {
+  options_.handshake_timeout = milliseconds(300);
+  StartServer();
+  auto connect = [&] {
+    UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = htons(static_cast<uint16_t>(server_->tcp_port()));
+    EXPECT_EQ(::connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)), 0);
+    return fd;
+  };
+  UniqueFd silent = connect();
+  {
+    UniqueFd garbage = connect();
+    std::string bytes(64 * 1024, '\0');
+    for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>((i * 7919) & 0xff);
+    (void)!::send(garbage.get(), bytes.data(), bytes.size(), MSG_NOSIGNAL);
+  }
+  {
+    UniqueFd half = connect();
+    const char client_hello_start[] = {0x16, 0x03, 0x01, 0x02, 0x00, 0x01};
+    (void)!::send(half.get(), client_hello_start, sizeof(client_hello_start), MSG_NOSIGNAL);
+  }
+  EXPECT_TRUE(CallStatus(TlsChannel(Target())).ok()) << "served while the silent peer waits";
+
+  // The silent peer is closed by the server: its read ends (EOF or reset) instead of blocking.
+  timeval receive_timeout{30, 0};  // a bound for the test only, far above the 300 ms
+  ::setsockopt(silent.get(), SOL_SOCKET, SO_RCVTIMEO, &receive_timeout, sizeof(receive_timeout));
+  char byte = 0;
+  const ssize_t got = ::recv(silent.get(), &byte, 1, 0);
+  EXPECT_TRUE(got == 0 || (got < 0 && errno == ECONNRESET))
+      << "got " << got << " errno " << errno << ": closed after the handshake timeout";
 }
 
 TEST_F(ApiTlsTest, ClientCaRequiresAClientCertificateOfThatCa) {
