@@ -405,6 +405,7 @@ TEST_F(ApiTlsTest, TcpWithoutTlsIsRefused) {
 TEST_F(ApiTlsTest, BadTlsFilesAreClearErrors) {
   pki_->Write("garbage.pem", "not a certificate\n");
   pki_->Write("empty.pem", "");
+  pki_->Write("huge.pem", std::string(2 << 20, 'A'));
   struct Case {
     ApiTlsFiles files;
     std::string expected;
@@ -420,6 +421,7 @@ TEST_F(ApiTlsTest, BadTlsFilesAreClearErrors) {
       {{cert, "/dev/null", ""}, "TLS key file /dev/null is not a regular file"},
       {{pki_->Path("garbage.pem"), key, ""}, "holds no PEM certificate"},
       {{pki_->Path("empty.pem"), key, ""}, "holds no PEM certificate"},
+      {{pki_->Path("huge.pem"), key, ""}, "is larger than 1 MiB"},
       {{key, key, ""}, "holds no PEM certificate"},
       {{cert, pki_->Path("garbage.pem"), ""}, "holds no PEM private key"},
       {{cert, cert, ""}, "holds no PEM private key"},
