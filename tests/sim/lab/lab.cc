@@ -1214,6 +1214,55 @@ Result<std::monostate> UnenrollPod(const std::string& prefix, int index, bool de
   return kOk;
 }
 
+Result<LabPod> AddPod(const std::string& prefix, const AddPodOptions& options) {
+  if (!ValidPrefix(prefix)) return LabError("invalid prefix '" + prefix + "'");
+  LabNode node;
+  node.prefix = prefix;
+  node.host_netns_name = prefix + "-host";
+  node.host_netns_path = std::string(kNetnsDir) + "/" + node.host_netns_name;
+  int next = 0;
+  int width = 3;
+  for (const auto& [index, name] : LabPodNetns(prefix)) {
+    next = std::max(next, index + 1);
+    width = std::max(width, static_cast<int>(name.size() - prefix.size() - 5));
+  }
+  LabPod pod;
+  pod.index = options.index.value_or(next);
+  if (pod.index < 0 || pod.index >= kMaxPods) return LabError("pod index out of range");
+  for (const auto& [index, name] : LabPodNetns(prefix)) {
+    if (index == pod.index) return LabError("lab " + prefix + " already has pod " + name);
+  }
+  pod.netns_name = PodNetnsName(prefix, pod.index, width);
+  pod.netns_path = std::string(kNetnsDir) + "/" + pod.netns_name;
+  pod.ipv4 = PodIpv4(pod.index);
+  pod.pod_uid = FakePodUid(prefix, pod.index);
+  pod.backend = options.backend;
+  pod.variant = {.dns_capture = options.dns_capture};
+  if (Status status = Run({{"ip", "netns", "add", pod.netns_name}}); !status.ok()) {
+    return status.error();
+  }
+  const std::string veth = "veth" + std::to_string(pod.index);
+  const std::string host = "link add " + veth + " type veth peer name eth0 netns " +
+                           pod.netns_name + "\nlink set " + veth + " up\nroute add " + pod.ipv4 +
+                           "/32 dev " + veth + "\n";
+  Status status = Run({{"ip", "-n", node.host_netns_name, "-batch", "-"}, host});
+  if (status.ok()) status = SetUpPod(node, pod);
+  if (!status.ok()) {
+    (void)RunCommand({{"ip", "netns", "del", pod.netns_name}});
+    return SourceError{status.error().kind, "add " + pod.netns_name + ": " + status.error().message,
+                       status.error().error_number};
+  }
+  return pod;
+}
+
+Result<std::monostate> RemovePod(const std::string& prefix, int index) {
+  if (!ValidPrefix(prefix)) return LabError("invalid prefix '" + prefix + "'");
+  for (const auto& [pod_index, name] : LabPodNetns(prefix)) {
+    if (pod_index == index) return Run({{"ip", "netns", "del", name}});
+  }
+  return LabError("lab " + prefix + " has no pod with index " + std::to_string(index));
+}
+
 ScopedLab::ScopedLab(const LabOptions& options) : prefix_(options.prefix), node_(LabUp(options)) {}
 
 ScopedLab::~ScopedLab() { (void)LabDown(prefix_); }

@@ -184,6 +184,20 @@ Result<LabPod> EnrollPod(const std::string& prefix, const EnrollPodOptions& opti
 Result<std::monostate> UnenrollPod(const std::string& prefix, int index, bool delete_netns = true,
                                    int timeout_seconds = 20);
 
+// A pod added to a running lab (with or without ZDS) the way LabUp sets one up, without cni-sim
+// and without a hand-off: netns `<prefix>-pod-NNN`, veth into the host netns, addresses, policy
+// routes and the in-pod rules in `backend`, which may differ from the lab's (benches use it for
+// a native-nft and a legacy pod on an iptables-nft node; the host probe set does not list it).
+// Removed by LabDown, or by RemovePod.
+struct AddPodOptions {
+  LabBackend backend = LabBackend::kIptablesNft;
+  bool dns_capture = true;
+  std::optional<int> index;  // default: one past the highest pod index in use
+};
+Result<LabPod> AddPod(const std::string& prefix, const AddPodOptions& options = {});
+// Deletes the netns of a pod added with AddPod (its veth pair goes with it).
+Result<std::monostate> RemovePod(const std::string& prefix, int index);
+
 // A lab for the lifetime of a scope (tests): up in the constructor, down in the destructor,
 // including after a partial failure.
 class ScopedLab {
