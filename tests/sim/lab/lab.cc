@@ -15,6 +15,7 @@
 #include <iterator>
 #include <map>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "cni_sim/cni_server.h"
@@ -1104,6 +1105,61 @@ std::vector<std::pair<int, std::string>> LabPodNetns(const std::string& prefix) 
   return pods;
 }
 
+// Names and addresses of a pod to enroll at `index`; touches nothing.
+LabPod PlanEnrolledPod(const std::string& prefix, int index, int width,
+                       const EnrollPodOptions& options) {
+  LabPod pod;
+  pod.index = index;
+  pod.netns_name = PodNetnsName(prefix, pod.index, width);
+  pod.netns_path = std::string(kNetnsDir) + "/" + pod.netns_name;
+  pod.ipv4 = PodIpv4(pod.index);
+  if (options.ipv6) pod.ipv6 = PodIpv6(pod.index);
+  pod.pod_uid = FakePodUid(prefix, pod.index);
+  pod.backend = options.backend;
+  pod.variant = {.dns_capture = options.dns_capture, .ipv6 = options.ipv6};
+  return pod;
+}
+
+// The host side of a pod's veth pair: what a CNI plugin sets up before istio-cni runs.
+std::string HostLinkBatch(const LabPod& pod) {
+  const std::string veth = "veth" + std::to_string(pod.index);
+  std::string host = "link add " + veth + " type veth peer name eth0 netns " + pod.netns_name +
+                     "\nlink set " + veth + " up\nroute add " + pod.ipv4 + "/32 dev " + veth + "\n";
+  if (!pod.ipv6.empty()) {
+    host += "addr add " + std::string(kLinkLocalGatewayV6) + "/64 dev " + veth + " nodad\n";
+    host += "route add " + pod.ipv6 + "/128 dev " + veth + "\n";
+  }
+  return host;
+}
+
+// The pod side: links, addresses, default routes (no Istio state).
+std::string PodLinkBatch(const LabPod& pod) {
+  std::string links = "link set lo up\nlink set eth0 up\naddr add " + pod.ipv4 + "/16 dev eth0\n";
+  links += std::string("route add default via ") + kGatewayV4 + " dev eth0\n";
+  if (!pod.ipv6.empty()) {
+    links += "addr add " + pod.ipv6 + "/64 dev eth0 nodad\n";
+    links += std::string("route add default via ") + kLinkLocalGatewayV6 + " dev eth0\n";
+  }
+  return links;
+}
+
+sim::CniPod EnrollingCniPod(const std::string& prefix, const LabPod& pod,
+                            const EnrollPodOptions& options) {
+  sim::CniPod cni_pod{pod.pod_uid, pod.netns_name, "lab", "default", pod.netns_path};
+  cni_pod.enrollment =
+      sim::PodEnrollment{.backend = std::string(LabBackendName(pod.backend)),
+                         .dns_capture = options.dns_capture,
+                         .ipv6 = options.ipv6,
+                         .host_netns_path = std::string(kNetnsDir) + "/" + prefix + "-host",
+                         .ipv4 = pod.ipv4,
+                         .ipv6_address = pod.ipv6};
+  return cni_pod;
+}
+
+std::string PodIpsLine(const LabPod& pod) {
+  return pod.pod_uid + " " + pod.ipv4 + (pod.ipv6.empty() ? "" : " " + pod.ipv6);
+}
+
 }  // namespace
 
 Result<LabPod> EnrollPod(const std::string& prefix, const EnrollPodOptions& options) {
@@ -1116,20 +1172,11 @@ Result<LabPod> EnrollPod(const std::string& prefix, const EnrollPodOptions& opti
     next = std::max(next, index + 1);
     width = std::max(width, static_cast<int>(name.size() - prefix.size() - 5));
   }
-  LabPod pod;
-  pod.index = options.index.value_or(next);
+  const LabPod pod = PlanEnrolledPod(prefix, options.index.value_or(next), width, options);
   if (pod.index < 0 || pod.index >= kMaxPods) return LabError("pod index out of range");
-  pod.netns_name = PodNetnsName(prefix, pod.index, width);
-  pod.netns_path = std::string(kNetnsDir) + "/" + pod.netns_name;
-  pod.ipv4 = PodIpv4(pod.index);
-  if (options.ipv6) pod.ipv6 = PodIpv6(pod.index);
-  pod.pod_uid = FakePodUid(prefix, pod.index);
-  pod.backend = options.backend;
-  pod.variant = {.dns_capture = options.dns_capture, .ipv6 = options.ipv6};
   for (const auto& [index, name] : LabPodNetns(prefix)) {
     if (index == pod.index) return LabError("lab " + prefix + " already has pod " + name);
   }
-  const std::string host_name = prefix + "-host";
   if (Status status = Run({{"ip", "netns", "add", pod.netns_name}}); !status.ok()) {
     return status.error();
   }
@@ -1140,34 +1187,17 @@ Result<LabPod> EnrollPod(const std::string& prefix, const EnrollPodOptions& opti
     return SourceError{error.kind, "enroll " + pod.netns_name + ": " + error.message,
                        error.error_number};
   };
-  const std::string veth = "veth" + std::to_string(pod.index);
-  std::string host = "link add " + veth + " type veth peer name eth0 netns " + pod.netns_name +
-                     "\nlink set " + veth + " up\nroute add " + pod.ipv4 + "/32 dev " + veth + "\n";
-  std::string links = "link set lo up\nlink set eth0 up\naddr add " + pod.ipv4 + "/16 dev eth0\n";
-  links += std::string("route add default via ") + kGatewayV4 + " dev eth0\n";
-  if (options.ipv6) {
-    host += "addr add " + std::string(kLinkLocalGatewayV6) + "/64 dev " + veth + " nodad\n";
-    host += "route add " + pod.ipv6 + "/128 dev " + veth + "\n";
-    links += "addr add " + pod.ipv6 + "/64 dev eth0 nodad\n";
-    links += std::string("route add default via ") + kLinkLocalGatewayV6 + " dev eth0\n";
-  }
-  if (Status status = Run({{"ip", "-n", host_name, "-batch", "-"}, host}); !status.ok()) {
+  if (Status status = Run({{"ip", "-n", prefix + "-host", "-batch", "-"}, HostLinkBatch(pod)});
+      !status.ok()) {
     return fail(status.error());
   }
-  if (Status status = RunInNetns(pod.netns_path, {"ip", "-batch", "-"}, links); !status.ok()) {
+  if (Status status = RunInNetns(pod.netns_path, {"ip", "-batch", "-"}, PodLinkBatch(pod));
+      !status.ok()) {
     return fail(status.error());
   }
-  sim::CniPod cni_pod{pod.pod_uid, pod.netns_name, "lab", "default", pod.netns_path};
-  cni_pod.enrollment =
-      sim::PodEnrollment{.backend = std::string(LabBackendName(pod.backend)),
-                         .dns_capture = options.dns_capture,
-                         .ipv6 = options.ipv6,
-                         .host_netns_path = std::string(kNetnsDir) + "/" + host_name,
-                         .ipv4 = pod.ipv4,
-                         .ipv6_address = pod.ipv6};
+  const sim::CniPod cni_pod = EnrollingCniPod(prefix, pod, options);
   if (fs::exists(cni.pod_ips_file)) {
-    const std::string ips = pod.pod_uid + " " + pod.ipv4 + (pod.ipv6.empty() ? "" : " " + pod.ipv6);
-    if (Status status = AppendLine(cni.pod_ips_file, ips); !status.ok()) {
+    if (Status status = AppendLine(cni.pod_ips_file, PodIpsLine(pod)); !status.ok()) {
       return fail(status.error());
     }
   }
@@ -1214,6 +1244,120 @@ Result<std::monostate> UnenrollPod(const std::string& prefix, int index, bool de
   return kOk;
 }
 
+Result<std::vector<LabPod>> ChurnPods(const std::string& prefix, const ChurnBatch& batch) {
+  Result<CniSimHandle> found = FindCniSim(prefix);
+  if (!found.ok()) return found.error();
+  const CniSimHandle& cni = *found;
+  int next = 0;
+  int width = 3;
+  std::set<int> in_use;
+  for (const auto& [index, name] : LabPodNetns(prefix)) {
+    next = std::max(next, index + 1);
+    width = std::max(width, static_cast<int>(name.size() - prefix.size() - 5));
+    in_use.insert(index);
+  }
+  std::vector<LabPod> added;
+  std::string netns_batch;
+  std::string host_batch;
+  for (const EnrollPodOptions& options : batch.add) {
+    const int index = options.index.value_or(next);
+    next = std::max(next, index + 1);
+    if (index < 0 || index >= kMaxPods) return LabError("pod index out of range");
+    if (!in_use.insert(index).second) {
+      return LabError("lab " + prefix + " already has pod " + std::to_string(index));
+    }
+    added.push_back(PlanEnrolledPod(prefix, index, width, options));
+    netns_batch += "netns add " + added.back().netns_name + "\n";
+    host_batch += HostLinkBatch(added.back());
+  }
+  auto remove_added = [&] {
+    std::string batch_text;
+    for (const LabPod& pod : added) batch_text += "netns del " + pod.netns_name + "\n";
+    if (!batch_text.empty()) (void)RunCommand({{"ip", "-force", "-batch", "-"}, batch_text});
+  };
+  if (!added.empty()) {
+    if (Status status = Run({{"ip", "-batch", "-"}, netns_batch}); !status.ok()) {
+      remove_added();
+      return status.error();
+    }
+    Status status = Run({{"ip", "-n", prefix + "-host", "-batch", "-"}, host_batch});
+    for (size_t i = 0; status.ok() && i < added.size(); ++i) {
+      status = RunInNetns(added[i].netns_path, {"ip", "-batch", "-"}, PodLinkBatch(added[i]));
+    }
+    if (!status.ok()) {
+      remove_added();
+      return status.error();
+    }
+  }
+  // One rewrite of each file: the removed pods' lines out, the new ones in.
+  auto rewrite = [&](const std::string& path, const std::vector<std::string>& new_lines) {
+    std::set<std::string> dropped;
+    for (int index : batch.remove) dropped.insert(FakePodUid(prefix, index) + " ");
+    std::ifstream in(path);
+    std::string kept;
+    size_t removed = 0;
+    for (std::string line; std::getline(in, line);) {
+      if (dropped.count(line.substr(0, line.find(' ') + 1))) {
+        ++removed;
+        continue;
+      }
+      kept += line + "\n";
+    }
+    for (const std::string& line : new_lines) kept += line + "\n";
+    return std::make_pair(WriteFileAtomically(path, kept), removed);
+  };
+  std::vector<std::string> pod_lines;
+  std::vector<std::string> ip_lines;
+  for (size_t i = 0; i < added.size(); ++i) {
+    pod_lines.push_back(sim::PodsFileLine(EnrollingCniPod(prefix, added[i], batch.add[i])));
+    ip_lines.push_back(PodIpsLine(added[i]));
+  }
+  const std::map<std::string, uint64_t> before = ReadStatsFile(cni.stats_file);
+  if (fs::exists(cni.pod_ips_file)) {
+    if (Status status = rewrite(cni.pod_ips_file, ip_lines).first; !status.ok()) {
+      remove_added();
+      return status.error();
+    }
+  }
+  auto [written, removals] = rewrite(cni.pods_file, pod_lines);
+  if (!written.ok()) {
+    remove_added();
+    return written.error();
+  }
+  ::kill(cni.pid, SIGHUP);
+  auto grown = [&before](const std::map<std::string, uint64_t>& now, const std::string& key) {
+    const auto was = before.find(key);
+    const auto is = now.find(key);
+    return (is == now.end() ? 0 : is->second) - (was == before.end() ? 0 : was->second);
+  };
+  uint64_t failed = 0;
+  const bool done = WaitUntil(
+      [&] {
+        const std::map<std::string, uint64_t> now = ReadStatsFile(cni.stats_file);
+        failed = grown(now, "enroll_failures") + grown(now, "enroll_pending");
+        return grown(now, "unenrollments") >= removals &&
+               grown(now, "enrollments") + failed >= added.size();
+      },
+      std::chrono::seconds(batch.timeout_seconds));
+  std::string batch_text;
+  for (const auto& [pod_index, name] : LabPodNetns(prefix)) {
+    if (std::find(batch.remove.begin(), batch.remove.end(), pod_index) != batch.remove.end()) {
+      batch_text += "netns del " + name + "\n";
+    }
+  }
+  if (!batch_text.empty()) {
+    if (Status status = Run({{"ip", "-batch", "-"}, batch_text}); !status.ok()) {
+      return status.error();
+    }
+  }
+  if (!done) return LabError("cni-sim did not count the churn batch in time" + LogTail(cni.log));
+  if (failed > 0) {
+    return LabError("cni-sim counted " + std::to_string(failed) + " failed or pending enrollments" +
+                    LogTail(cni.log));
+  }
+  return added;
+}
+
 Result<LabPod> AddPod(const std::string& prefix, const AddPodOptions& options) {
   if (!ValidPrefix(prefix)) return LabError("invalid prefix '" + prefix + "'");
   LabNode node;
@@ -1241,11 +1385,7 @@ Result<LabPod> AddPod(const std::string& prefix, const AddPodOptions& options) {
   if (Status status = Run({{"ip", "netns", "add", pod.netns_name}}); !status.ok()) {
     return status.error();
   }
-  const std::string veth = "veth" + std::to_string(pod.index);
-  const std::string host = "link add " + veth + " type veth peer name eth0 netns " +
-                           pod.netns_name + "\nlink set " + veth + " up\nroute add " + pod.ipv4 +
-                           "/32 dev " + veth + "\n";
-  Status status = Run({{"ip", "-n", node.host_netns_name, "-batch", "-"}, host});
+  Status status = Run({{"ip", "-n", node.host_netns_name, "-batch", "-"}, HostLinkBatch(pod)});
   if (status.ok()) status = SetUpPod(node, pod);
   if (!status.ok()) {
     (void)RunCommand({{"ip", "netns", "del", pod.netns_name}});

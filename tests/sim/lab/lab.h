@@ -184,6 +184,18 @@ Result<LabPod> EnrollPod(const std::string& prefix, const EnrollPodOptions& opti
 Result<std::monostate> UnenrollPod(const std::string& prefix, int index, bool delete_netns = true,
                                    int timeout_seconds = 20);
 
+// One batch of pod churn through cni-sim, for churn benches: the pods `remove` (indices) are
+// dropped and the pods `add` appended in one pods-file rewrite and one SIGHUP (cni-sim removes
+// first, then enrolls each new pod as EnrollPod does), then the removed pods' netns are deleted.
+// Waits until cni-sim counted every removal and enrollment; an enrollment that failed or stayed
+// pending is an error (its netns stays, LabDown removes it). Returns the added pods.
+struct ChurnBatch {
+  std::vector<EnrollPodOptions> add;  // an index each (nullopt: the next free ones)
+  std::vector<int> remove;
+  int timeout_seconds = 30;
+};
+Result<std::vector<LabPod>> ChurnPods(const std::string& prefix, const ChurnBatch& batch);
+
 // A pod added to a running lab (with or without ZDS) the way LabUp sets one up, without cni-sim
 // and without a hand-off: netns `<prefix>-pod-NNN`, veth into the host netns, addresses, policy
 // routes and the in-pod rules in `backend`, which may differ from the lab's (benches use it for
