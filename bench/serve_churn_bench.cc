@@ -1,13 +1,15 @@
 // Pod churn under the node daemon (issue 7 §6): `ambient-doctor serve` (the real binary, default
 // flags) on a ZDS lab while pods are added and removed through cni-sim (rules + hand-off to
-// ztunnel-sim, the way istio-cni does it) at --rate changes per second for --seconds. An observer
-// asks GetReport every --poll-ms and records, per churned pod, when it first appeared and when it
-// was gone. Missed: an added pod never seen in any report, or a removed one still reported
+// ztunnel-sim, the way istio-cni does it) at --rate changes per second for --seconds, in one
+// cni-sim batch every --batch-ms. An observer asks GetReport every --poll-ms and records, per
+// churned pod, when it first appeared and when it was gone. Missed: an added pod never seen in any
+// report, or a removed one still reported
 // --settle-seconds after the churn. At the end the daemon's netns set must equal the lab's.
 // Figures: the daemon's CPU over the run (/proc/<pid>/stat), peak RSS, fds, event-socket
 // overflows and resyncs (its /metrics), and the observer's own cost on the daemon at rest.
 //
 //   serve_churn_bench [--pods 250] [--rate 20] [--seconds 60] [--extra 20] [--poll-ms 200]
+//                     [--batch-ms 500] [--settle-seconds 15]
 //
 // Needs root. Measures and prints; never asserts.
 #include <unistd.h>
@@ -43,6 +45,7 @@ struct Flags {
   int seconds = 60;
   int extra = 20;  // churned pods alive at a time once the pool is full
   int poll_ms = 200;
+  int batch_ms = 500;
   int settle_seconds = 15;
 };
 
@@ -56,11 +59,12 @@ Flags ParseFlags(int argc, char** argv) {
     if (arg == "--seconds") flags.seconds = static_cast<int>(next());
     if (arg == "--extra") flags.extra = static_cast<int>(next());
     if (arg == "--poll-ms") flags.poll_ms = static_cast<int>(next());
+    if (arg == "--batch-ms") flags.batch_ms = static_cast<int>(next());
     if (arg == "--settle-seconds") flags.settle_seconds = static_cast<int>(next());
     if (arg == "--help" || arg == "-h") {
       std::printf(
           "usage: serve_churn_bench [--pods 250] [--rate 20] [--seconds 60] [--extra 20] "
-          "[--poll-ms 200] [--settle-seconds 15]\n");
+          "[--poll-ms 200] [--batch-ms 500] [--settle-seconds 15]\n");
       std::exit(0);
     }
   }
@@ -162,47 +166,55 @@ int Main(int argc, char** argv) {
     }
   });
 
-  // ---- Churn: one change every 1/rate s; adds until `extra` churned pods live, then a delete
-  // of the oldest and an add alternate.
+  // ---- Churn: every --batch-ms, one cni-sim batch (lab::ChurnPods: one pods-file rewrite and
+  // one SIGHUP) of rate * batch / 2 adds and as many deletes of the oldest churned pods (only
+  // adds until `extra` churned pods live).
   const ProcSample cpu_start = ReadProcSample(serve.pid());
   const Clock::time_point churn_start = Clock::now();
   const auto churn_end = churn_start + std::chrono::seconds(flags.seconds);
-  const auto period = std::chrono::microseconds(static_cast<long>(1e6 / flags.rate));
+  const int per_batch =
+      std::max(1, static_cast<int>(flags.rate * flags.batch_ms / 1000.0 / 2 + 0.5));
   std::deque<std::pair<int, std::string>> alive;  // index, netns path
   int next_index = flags.pods + 100;
-  int adds = 0, deletes = 0, failures = 0;
+  int adds = 0, deletes = 0, failures = 0, batches = 0;
   std::string first_failure;
-  bool delete_next = false;
+  std::vector<double> batch_ms;  // how long cni-sim took per batch
   auto tick = churn_start;
   long max_rss = 0;
   int max_fds = 0;
   while (Clock::now() < churn_end && !Interrupted()) {
-    if (delete_next && !alive.empty()) {
-      const auto [index, path] = alive.front();
-      alive.pop_front();
-      if (auto removed = lab::UnenrollPod(prefix, index); removed.ok()) {
-        ++deletes;
-      } else if (failures++ == 0) {
-        first_failure = removed.error().message;
-      }
-      std::lock_guard lock(ledger.mutex);
-      ledger.pods[path].removed = Clock::now();
-    } else {
-      Result<lab::LabPod> added = lab::EnrollPod(prefix, {.index = next_index++});
-      if (added.ok()) {
-        ++adds;
-        alive.emplace_back(added->index, added->netns_path);
-        std::lock_guard lock(ledger.mutex);
-        ledger.pods[added->netns_path] = {.path = added->netns_path, .added = Clock::now()};
-      } else if (failures++ == 0) {
-        first_failure = added.error().message;
+    lab::ChurnBatch batch;
+    std::vector<std::string> removed_paths;
+    if (static_cast<int>(alive.size()) >= flags.extra) {
+      for (int i = 0; i < per_batch && !alive.empty(); ++i) {
+        batch.remove.push_back(alive.front().first);
+        removed_paths.push_back(alive.front().second);
+        alive.pop_front();
       }
     }
-    delete_next = static_cast<int>(alive.size()) >= flags.extra && !delete_next;
+    for (int i = 0; i < per_batch; ++i) batch.add.push_back({.index = next_index++});
+    const Clock::time_point op_start = Clock::now();
+    Result<std::vector<lab::LabPod>> churned = lab::ChurnPods(prefix, batch);
+    const Clock::time_point op_end = Clock::now();
+    ++batches;
+    batch_ms.push_back(MillisecondsBetween(op_start, op_end));
+    {
+      std::lock_guard lock(ledger.mutex);
+      for (const std::string& path : removed_paths) ledger.pods[path].removed = op_end;
+      deletes += static_cast<int>(removed_paths.size());
+      if (churned.ok()) {
+        for (const lab::LabPod& pod : *churned) {
+          ledger.pods[pod.netns_path] = {.path = pod.netns_path, .added = op_end};
+          alive.emplace_back(pod.index, pod.netns_path);
+          ++adds;
+        }
+      }
+    }
+    if (!churned.ok() && failures++ == 0) first_failure = churned.error().message;
     const ProcSample sample = ReadProcSample(serve.pid());
     max_rss = std::max(max_rss, sample.rss_kib);
     max_fds = std::max(max_fds, sample.fds);
-    tick += period;
+    tick += std::chrono::milliseconds(flags.batch_ms);
     std::this_thread::sleep_until(tick);
   }
   const Clock::time_point churn_stopped = Clock::now();
@@ -271,6 +283,10 @@ int Main(int argc, char** argv) {
   std::printf("adds %d, deletes %d (%.1f changes/s achieved), lab failures %d%s%s\n", adds, deletes,
               (adds + deletes) / std::max(1e-9, churn_s), failures,
               first_failure.empty() ? "" : ": ", first_failure.c_str());
+  std::printf(
+      "lab: %d batches of up to %d adds + %d deletes, cni-sim took p50 %.0f / max %.0f ms "
+      "per batch\n",
+      batches, per_batch, per_batch, Percentile(batch_ms, 0.5), Percentile(batch_ms, 1));
   std::printf(
       "observed %d of %d added (GetReport every %d ms: %d reports, %d failed), missed %d "
       "(adds never seen %d, removed but still reported %d)  [must be 0]\n",

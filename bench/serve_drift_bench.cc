@@ -19,6 +19,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <functional>
 #include <sstream>
 #include <string>
@@ -95,6 +96,9 @@ struct Backend {
   std::vector<TrialPod> pods;
   int trials = 0;
   std::chrono::milliseconds timeout{3000};
+  // A random wait before each trial, up to this long: without it every legacy trial would start
+  // right after the poll that saw the previous restore, and measure the whole interval.
+  std::chrono::milliseconds jitter{0};
   std::function<std::vector<std::string>(const TrialPod&)> remove;
   std::function<std::vector<std::string>(const TrialPod&)> restore;
 };
@@ -131,14 +135,31 @@ Latencies RunTrials(const Backend& backend, FindingStream& stream) {
   Latencies result;
   for (int trial = 0; trial < backend.trials && !Interrupted() && !stream.broken(); ++trial) {
     const TrialPod& pod = backend.pods[static_cast<size_t>(trial) * 7 % backend.pods.size()];
+    if (backend.jitter.count() > 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(random() % backend.jitter.count()));
+    }
     const std::vector<std::string> remove = backend.remove(pod);
     stream.Clear();
+    std::string seen;  // this pod's events while waiting, for a missed trial's line
     auto is_incomplete = [&](const pb::FindingEvent& event, pb::FindingEvent::Kind kind) {
+      if (event.finding().netns().inode() == pod.inode) {
+        seen += " " + pb::FindingEvent::Kind_Name(event.kind()) + ":" + event.finding().code() +
+                "@" + std::to_string(event.sequence());
+      }
       if (event.kind() != kind || event.finding().code() != "INCOMPLETE_RULESET") return false;
       if (event.finding().netns().inode() == pod.inode) return true;
       ++result.wrong_pod;
       return false;
     };
+    auto wall_clock = [] {
+      const auto now = std::chrono::system_clock::now().time_since_epoch();
+      const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now).count();
+      const std::time_t seconds = ms / 1000;
+      char text[32];
+      std::strftime(text, sizeof(text), "%H:%M:%S", std::gmtime(&seconds));
+      return std::string(text) + "." + std::to_string(1000 + ms % 1000).substr(1);
+    };
+    const std::string spawned_at = wall_clock();
     const Clock::time_point spawned = Clock::now();
     const int code = WaitExit(SpawnQuiet(remove));
     const Clock::time_point exited = Clock::now();
@@ -154,6 +175,9 @@ Latencies RunTrials(const Backend& backend, FindingStream& stream) {
       result.from_exit.push_back(MillisecondsBetween(exited, opened->arrived));
     } else {
       ++result.missed;
+      std::printf("  missed: %s trial %d, -D spawned %s, %s events seen:%s\n", backend.name.c_str(),
+                  trial, spawned_at.c_str(), pod.netns_name.c_str(),
+                  seen.empty() ? " none" : seen.c_str());
     }
     const Clock::time_point restore_spawned = Clock::now();
     if (WaitExit(SpawnQuiet(backend.restore(pod))) != 0) ++result.command_failures;
@@ -162,6 +186,11 @@ Latencies RunTrials(const Backend& backend, FindingStream& stream) {
           return is_incomplete(e, pb::FindingEvent::KIND_RESOLVED);
         },
         backend.timeout);
+    if (!resolved) {
+      std::printf("  missed resolve: %s trial %d, restored %s, events seen:%s\n",
+                  backend.name.c_str(), trial, wall_clock().c_str(),
+                  seen.empty() ? " none" : seen.c_str());
+    }
     if (resolved) {
       result.resolve_from_spawn.push_back(MillisecondsBetween(restore_spawned, resolved->arrived));
     } else {
@@ -291,6 +320,7 @@ int Main(int argc, char** argv) {
                  .pods = {{legacy_pod->netns_name, InodeOf(legacy_pod->netns_name)}},
                  .trials = flags.legacy_trials,
                  .timeout = std::chrono::milliseconds(15000),
+                 .jitter = std::chrono::milliseconds(5000),
                  .remove = iptables(tools.iptables_legacy, "-D", true),
                  .restore = iptables(tools.iptables_legacy, "-A", true)};
 
@@ -311,7 +341,8 @@ int Main(int argc, char** argv) {
   PrintLatencies(nft_iptables, nft_result, "[target p99 <= 100 ms]");
   PrintLatencies(native, native_result, "[target p99 <= 100 ms]");
   PrintLatencies(legacy, legacy_result,
-                 "[no events: bounded by the legacy poll, --interval 5 s + the step]");
+                 "[no events: bounded by the legacy poll, --interval 5 s; trials start at a "
+                 "random point of it]");
   std::printf(
       "daemon during the trials: %.1f millicores, RSS %ld KiB (peak %ld), fds %d; event-socket "
       "overflows %.0f\n",
