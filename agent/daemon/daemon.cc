@@ -176,6 +176,10 @@ void Daemon::Run(LogFormat format) {
   // One step of `trigger` with `plan`, then the watch set follows what it found.
   auto step = [&](StepTrigger trigger, StepPlan plan) {
     dirty.clear();
+    // The legacy gates compare against what this step is about to read.
+    if (monitor && (plan.full || !plan.dirty_netns.empty())) {
+      monitor->RefreshLegacyBaselines(plan.full ? std::set<uint64_t>{} : plan.dirty_netns);
+    }
     StepAndPublish(trigger, plan, format);
     sync_watches();
   };

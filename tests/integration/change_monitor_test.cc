@@ -204,6 +204,29 @@ TEST_F(ChangeMonitorTest, LegacySameSizeReplaceIsSeenOnlyByTheContentHash) {
   ExpectOnlyA(DirtyReason::kLegacyChanged);
 }
 
+// A full re-read saw a legacy delete before the gate did; the restore then brings the gate back
+// to its old baseline. Only a baseline refreshed at the read tells the restore apart.
+TEST_F(ChangeMonitorTest, LegacyUndoAfterAReadThatSawTheChangeIsSeen) {
+  REQUIRE_ROOT_AND_TOOLS();
+  ASSERT_TRUE(a_.ok());
+  ASSERT_EQ(a_.Exec(std::string("iptables-legacy ") + kRedirect), 0);
+  StartTwo();
+  ASSERT_EQ(a_.Exec("iptables-legacy -t nat -D OUTPUT 1"), 0);
+  monitor_->RefreshLegacyBaselines({});  // the daemon's resync reads every netns now
+  ASSERT_EQ(a_.Exec(std::string("iptables-legacy ") + kRedirect), 0);
+  monitor_->PollLegacy(LegacyDepth::kGate);
+  ExpectOnlyA(DirtyReason::kLegacyChanged);
+}
+
+TEST_F(ChangeMonitorTest, LegacyBaselineRefreshOfOneNetnsLeavesTheOthers) {
+  REQUIRE_ROOT_AND_TOOLS();
+  StartTwo();
+  ASSERT_EQ(a_.Exec(std::string("iptables-legacy ") + kRedirect), 0);
+  monitor_->RefreshLegacyBaselines({testing::InodeOf(b_.path())});  // a read of b only
+  monitor_->PollLegacy(LegacyDepth::kGate);
+  ExpectOnlyA(DirtyReason::kLegacyChanged);
+}
+
 TEST_F(ChangeMonitorTest, SpreadLegacyPollsVisitEveryNetnsRoundRobin) {
   REQUIRE_ROOT_AND_TOOLS();
   StartTwo();

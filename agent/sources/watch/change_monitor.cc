@@ -159,12 +159,7 @@ std::optional<SourceError> ChangeMonitor::Watch(const NetnsRecord& record) {
     Result<uint32_t> generation = watched->generation_gate->Generation();
     if (generation.ok()) watched->generation = *generation;
   }
-  if (watched->legacy) {
-    Result<uint64_t> gate = watched->legacy->Gate();
-    if (gate.ok()) watched->legacy_gate = *gate;
-    Result<uint64_t> hash = watched->legacy->ContentHash();
-    if (hash.ok()) watched->legacy_hash = *hash;
-  }
+  TakeLegacyBaseline(*watched);
   watched->nft_token = next_token_++;
   watched->route_token = next_token_++;
   for (auto [fd, token, kind] :
@@ -324,6 +319,24 @@ void ChangeMonitor::PollLegacy(LegacyDepth depth, size_t max_netns) {
     if (it == netns_.end()) it = netns_.begin();
     legacy_cursor_ = it->first;
     CheckLegacy(depth, it->first, *it->second);
+  }
+}
+
+void ChangeMonitor::TakeLegacyBaseline(Watched& watched) {
+  if (!watched.legacy) return;
+  Result<uint64_t> gate = watched.legacy->Gate();
+  if (gate.ok()) watched.legacy_gate = *gate;
+  Result<uint64_t> hash = watched.legacy->ContentHash();
+  if (hash.ok()) watched.legacy_hash = *hash;
+}
+
+void ChangeMonitor::RefreshLegacyBaselines(const std::set<uint64_t>& inodes) {
+  if (inodes.empty()) {
+    for (auto& [inode, watched] : netns_) TakeLegacyBaseline(*watched);
+    return;
+  }
+  for (uint64_t inode : inodes) {
+    if (auto it = netns_.find(inode); it != netns_.end()) TakeLegacyBaseline(*it->second);
   }
 }
 

@@ -131,6 +131,12 @@ class ChangeMonitor {
   void PollLegacy(LegacyDepth depth, size_t max_netns = 0);
   void PollGenerations();
 
+  // Call just before the caller re-reads these netns (empty = every watched one): their
+  // iptables-legacy baselines become what the read will see. Without it a change the read saw
+  // before the gate did (e.g. in a full resync) stays in the baseline, and undoing it later
+  // (delete, then restore) looks like no change at all.
+  void RefreshLegacyBaselines(const std::set<uint64_t>& inodes);
+
   const ChangeMonitorCounters& counters() const { return counters_; }
 
  private:
@@ -150,6 +156,7 @@ class ChangeMonitor {
   void HandleDirEvents();
   void RunDueGates();
   void CheckLegacy(LegacyDepth depth, uint64_t inode, Watched& watched);
+  static void TakeLegacyBaseline(Watched& watched);
   std::vector<DirtyNetns> TakeReady(std::chrono::steady_clock::time_point now,
                                     std::chrono::steady_clock::time_point* next_due);
 
