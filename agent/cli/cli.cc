@@ -23,6 +23,7 @@
 #include "analysis/analysis.h"
 #include "api/api_server.h"
 #include "cli/flags.h"
+#include "cli/flows_command.h"
 #include "cli/report_render.h"
 #include "cli/rules_render.h"
 #include "daemon/daemon.h"
@@ -50,6 +51,7 @@ Commands:
   serve      Run as the node daemon: scan at start and on an interval, keep finding history,
              log one line per change (the gRPC API and metrics attach to it).
   rules      Print the normalized netfilter rules and policy routes of one netns.
+  flows      Trace HBONE (:15008) connections with eBPF for a while; print open and recent flows.
   findings   List every finding code with its severity and meaning.
   version    Print the version.
 
@@ -700,6 +702,7 @@ int Main(int argc, char** argv) {
   if (command == "serve") return RunServe(args);
   if (command == "rules") return RunRules(args);
   if (command == "findings") return RunFindings(args);
+  if (command == "flows") return RunFlows(args);
   if (command == "version" || command == "--version") {
     std::printf("ambient-doctor %s\n", kVersion);
     return 0;
