@@ -34,6 +34,9 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 // Set by the loader before load; the verifier folds them into constants.
 const volatile __u16 traced_ports[HBONE_MAX_PORTS] = {15008};
 const volatile __u32 traced_port_count = 1;
+// Wake the consumer only once this much is waiting (0: on every event). A wakeup per event costs
+// user space far more than the event itself; the consumer also drains on its poll timeout.
+const volatile __u64 wakeup_bytes = 0;
 
 // Per-socket state between the first transition and TCP_CLOSE, keyed by the socket's address
 // (stable for the socket's life; the entry is deleted at close). LRU: a flood of connections
@@ -112,7 +115,12 @@ static __always_inline void emit(struct hbone_flow_event* flow, __u8 kind) {
   }
   __builtin_memcpy(event, flow, sizeof(*event));
   event->kind = kind;
-  bpf_ringbuf_submit(event, 0);
+  __u64 flags = 0;
+  if (wakeup_bytes) {
+    flags = bpf_ringbuf_query(&flow_events, BPF_RB_AVAIL_DATA) >= wakeup_bytes ? BPF_RB_FORCE_WAKEUP
+                                                                               : BPF_RB_NO_WAKEUP;
+  }
+  bpf_ringbuf_submit(event, flags);
   count(HBONE_COUNTER_EVENTS);
 }
 

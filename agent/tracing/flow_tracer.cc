@@ -193,8 +193,9 @@ Result<SkeletonPtr> LoadFlavour(const TracerOptions& options, AttachMode mode) {
   for (size_t i = options.ports.size(); i < HBONE_MAX_PORTS; ++i) {
     skeleton->rodata->traced_ports[i] = 0;
   }
-  if (int err = bpf_map__set_max_entries(skeleton->maps.flow_events, RingSize(options.ring_bytes));
-      err != 0) {
+  const uint32_t ring_size = RingSize(options.ring_bytes);
+  skeleton->rodata->wakeup_bytes = options.batch_wakeups ? ring_size / 4 : 0;
+  if (int err = bpf_map__set_max_entries(skeleton->maps.flow_events, ring_size); err != 0) {
     return TracingError(Failure("ring buffer size", -err, last_warning), -err);
   }
   if (int err = bpf_map__set_max_entries(skeleton->maps.flow_states, options.max_flows); err != 0) {
@@ -239,7 +240,12 @@ class BpfFlowTracer final : public FlowTracer {
                       const std::function<void(const FlowEvent&)>& sink) override {
     sink_ = &sink;
     polled_ = 0;
-    const int rc = ring_buffer__poll(ring_.get(), static_cast<int>(timeout.count()));
+    int rc = ring_buffer__poll(ring_.get(), static_cast<int>(timeout.count()));
+    // Events submitted without a wakeup (batching) are only consumed here.
+    if (rc >= 0 || rc == -EINTR) {
+      const int drained = ring_buffer__consume(ring_.get());
+      if (drained < 0) rc = drained;
+    }
     sink_ = nullptr;
     if (rc < 0 && rc != -EINTR) {
       return TracingError(std::string("ring buffer poll: ") + std::strerror(-rc), -rc);

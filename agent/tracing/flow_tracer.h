@@ -31,6 +31,10 @@ struct TracerOptions {
   std::string tracefs_path = "/sys/kernel/tracing";  // where the tracepoint flavour needs it
   uint32_t ring_bytes = 1u << 20;  // rounded up to a power of two, at least one page
   uint32_t max_flows = 65536;      // LRU state entries (flows open at once)
+  // Batch consumer wakeups: the kernel side wakes the reader once a quarter of the ring is
+  // filled, and Poll() drains whatever is there when its timeout ends (events then wait at most
+  // one poll timeout). false: a wakeup per event (lowest latency, far more CPU).
+  bool batch_wakeups = true;
 };
 
 struct TracerCounters {
@@ -55,7 +59,8 @@ class FlowTracer {
   virtual ~FlowTracer() = default;
   virtual AttachMode attach_mode() const = 0;
   virtual const TracerProbe& probe() const = 0;
-  // Waits up to `timeout` for events and hands each decoded one to `sink`; returns how many.
+  // Waits up to `timeout` for events (or a batch wakeup), then hands every pending decoded event
+  // to `sink`; returns how many.
   virtual Result<size_t> Poll(std::chrono::milliseconds timeout,
                               const std::function<void(const FlowEvent&)>& sink) = 0;
   virtual TracerCounters Counters() const = 0;
