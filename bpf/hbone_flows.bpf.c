@@ -34,6 +34,9 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 // Set by the loader before load; the verifier folds them into constants.
 const volatile __u16 traced_ports[HBONE_MAX_PORTS] = {15008};
 const volatile __u32 traced_port_count = 1;
+// Also trace every connect(), whatever its destination port (the mesh-bypass check sees the
+// application side of redirected connections); accepted sockets still need a traced port.
+const volatile bool trace_all_connects = false;
 // Wake the consumer only once this much is waiting (0: on every event). A wakeup per event costs
 // user space far more than the event itself; the consumer also drains on its poll timeout.
 const volatile __u64 wakeup_bytes = 0;
@@ -161,7 +164,8 @@ static __always_inline int on_set_state(struct sock* sk, int oldstate, int newst
     __u16 sport = bpf_ntohs(BPF_CORE_READ((struct inet_sock*)sk, inet_sport));
     __u16 dport = bpf_ntohs(BPF_CORE_READ(sk, __sk_common.skc_dport));
     __u8 role = 0;
-    if (oldstate == ST_CLOSE && newstate == ST_SYN_SENT && port_traced(dport)) {
+    if (oldstate == ST_CLOSE && newstate == ST_SYN_SENT &&
+        (trace_all_connects || port_traced(dport))) {
       role = HBONE_ROLE_CLIENT;
     } else if (newstate == ST_SYN_RECV && port_traced(sport)) {
       role = HBONE_ROLE_SERVER;  // the child socket, cloned from the listener

@@ -242,6 +242,10 @@ int RunFlows(const std::vector<std::string>& args) {
              .value_name = "N",
              .default_text = "1048576",
              .help = "Ring-buffer size in bytes (a power of two; lost events are counted)."});
+  flags.Add({.name = "all-connects",
+             .takes_value = false,
+             .help = "Also trace every outgoing connection, any destination port (the application "
+                     "side of redirected traffic; an event pair per connect on the node)."});
   flags.Add({.name = "btf",
              .value_name = "PATH",
              .default_text = "/sys/kernel/btf/vmlinux",
@@ -299,6 +303,7 @@ int RunFlows(const std::vector<std::string>& args) {
   if (!attach) return fail("--attach must be auto, tp_btf, raw_tp or tracepoint");
   options.attach = *attach;
   options.btf_path = flags.Get("btf", options.btf_path);
+  options.trace_all_connects = flags.Has("all-connects");
   {
     char* end = nullptr;
     const std::string text = flags.Get("ring-bytes", "1048576");

@@ -195,6 +195,7 @@ Result<SkeletonPtr> LoadFlavour(const TracerOptions& options, AttachMode mode) {
   }
   const uint32_t ring_size = RingSize(options.ring_bytes);
   skeleton->rodata->wakeup_bytes = options.batch_wakeups ? ring_size / 4 : 0;
+  skeleton->rodata->trace_all_connects = options.trace_all_connects;
   if (int err = bpf_map__set_max_entries(skeleton->maps.flow_events, ring_size); err != 0) {
     return TracingError(Failure("ring buffer size", -err, last_warning), -err);
   }

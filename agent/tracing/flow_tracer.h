@@ -35,6 +35,9 @@ struct TracerOptions {
   // filled, and Poll() drains whatever is there when its timeout ends (events then wait at most
   // one poll timeout). false: a wakeup per event (lowest latency, far more CPU).
   bool batch_wakeups = true;
+  // Trace every outgoing connection (any destination port) besides the traced ports: the
+  // application side that MESH_BYPASS needs. An event pair per connect on the whole node.
+  bool trace_all_connects = false;
 };
 
 struct TracerCounters {

@@ -395,6 +395,22 @@ TEST_F(FlowTracerTest, ConfiguredPortsAreTraced) {
   EXPECT_EQ(clients[0].tuple.dst_port, kOtherPort);
 }
 
+TEST_F(FlowTracerTest, AllConnectsTracesClientsOfAnyPortButNotTheirServers) {
+  TracerOptions options;
+  options.trace_all_connects = true;
+  auto tracer = Start(options);
+  ASSERT_NE(tracer, nullptr);
+  uint16_t client_port = 0;
+  EstablishedExchange(kOtherPort, &client_port);
+  std::vector<FlowEvent> events = PollUntil(*tracer, Closes(1));
+  std::vector<Flow> clients = ClosedFlows(events, FlowRole::kClient);
+  ASSERT_EQ(clients.size(), 1u);
+  EXPECT_EQ(clients[0].tuple.dst_port, kOtherPort);
+  EXPECT_EQ(clients[0].tuple.src_port, client_port);
+  EXPECT_EQ(clients[0].outcome, FlowOutcome::kClosed);
+  EXPECT_TRUE(ClosedFlows(events, FlowRole::kServer).empty()) << "15009 is not a traced port";
+}
+
 TEST_F(FlowTracerTest, OpenFlowShowsGrowingLiveBytesBeforeItCloses) {
   auto tracer = Start();
   ASSERT_NE(tracer, nullptr);
