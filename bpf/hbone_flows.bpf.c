@@ -147,7 +147,12 @@ static __always_inline void flow_identity_init(struct sock* sk, struct hbone_flo
 }
 
 static __always_inline void finish(struct sock* sk, struct hbone_flow_event* flow, int oldstate) {
-  read_identity(sk, flow);
+  // Addresses and netns do not change; re-read them only if the ports were not known yet.
+  if (flow->sport && flow->dport && flow->established_ns) {
+    flow->mark = BPF_CORE_READ(sk, sk_mark);
+  } else {
+    read_identity(sk, flow);
+  }
   read_counters(sk, flow);
   flow->end_ns = bpf_ktime_get_ns();
   flow->last_state = oldstate;
