@@ -413,6 +413,46 @@ TEST_F(FlowTracerTest, AllConnectsTracesClientsOfAnyPortButNotTheirServers) {
   EXPECT_TRUE(ClosedFlows(events, FlowRole::kServer).empty()) << "15009 is not a traced port";
 }
 
+TEST_F(FlowTracerTest, Ipv6LoopbackConnectionInsideANetns) {
+  auto tracer = Start();
+  ASSERT_NE(tracer, nullptr);
+  auto socket6 = [&] {
+    UniqueFd fd;
+    std::thread worker([&] {
+      Result<NetnsGuard> guard = NetnsGuard::Enter(lab_->client().path());
+      if (guard.ok()) fd.Reset(::socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    });
+    worker.join();
+    return fd;
+  };
+  sockaddr_in6 address{};
+  address.sin6_family = AF_INET6;
+  address.sin6_port = htons(kHbonePort);
+  address.sin6_addr = in6addr_loopback;
+  UniqueFd listener = socket6();
+  ASSERT_EQ(::bind(listener.get(), reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0)
+      << std::strerror(errno);
+  ASSERT_EQ(::listen(listener.get(), 4), 0);
+  UniqueFd client = socket6();
+  ASSERT_EQ(::connect(client.get(), reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0)
+      << std::strerror(errno);
+  UniqueFd conn(::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
+  ASSERT_TRUE(WriteAll(client.get(), 700));
+  ASSERT_TRUE(ReadExactly(conn.get(), 700));
+  client.Reset();
+  conn.Reset();
+  std::vector<FlowEvent> events = PollUntil(*tracer, Closes(2));
+  std::vector<Flow> clients = ClosedFlows(events, FlowRole::kClient);
+  ASSERT_EQ(clients.size(), 1u);
+  EXPECT_TRUE(clients[0].tuple.src.ipv6);
+  EXPECT_EQ(clients[0].tuple.src.ToString(), "::1");
+  EXPECT_EQ(clients[0].tuple.dst.ToString(), "::1");
+  EXPECT_EQ(clients[0].tuple.dst_port, kHbonePort);
+  EXPECT_EQ(clients[0].bytes_sent, 700u);
+  EXPECT_EQ(clients[0].netns_inode, lab_->client_inode());
+  EXPECT_EQ(ClosedFlows(events, FlowRole::kServer).size(), 1u);
+}
+
 TEST_F(FlowTracerTest, OpenFlowShowsGrowingLiveBytesBeforeItCloses) {
   auto tracer = Start();
   ASSERT_NE(tracer, nullptr);
