@@ -352,22 +352,24 @@ int RunFlows(const std::vector<std::string>& args) {
 
   FlowTable table;
   FlowsReport report;
+  // --netns narrows what the table holds, so its aggregates are that netns's too.
+  auto apply = [&](const FlowEvent& event) {
+    if (!only_netns || event.flow.netns_inode == *only_netns) table.Apply(event);
+  };
   const auto begin = std::chrono::steady_clock::now();
   const auto deadline = begin + std::chrono::milliseconds(*duration_ms);
   while (!g_stop_flows) {
     const auto now = std::chrono::steady_clock::now();
     if (now >= deadline) break;
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now);
-    Result<size_t> polled = tracer->Poll(std::min(left, std::chrono::milliseconds(200)),
-                                         [&table](const FlowEvent& event) { table.Apply(event); });
+    Result<size_t> polled = tracer->Poll(std::min(left, std::chrono::milliseconds(200)), apply);
     if (!polled.ok()) {
       report.errors.push_back(polled.error().message);
       break;
     }
   }
   // What is left in the ring when time is up.
-  (void)tracer->Poll(std::chrono::milliseconds(0),
-                     [&table](const FlowEvent& event) { table.Apply(event); });
+  (void)tracer->Poll(std::chrono::milliseconds(0), apply);
 
   // Netns paths: for naming and for the live refresh (which has to enter the netns).
   std::vector<SourceError> warnings;
@@ -416,10 +418,6 @@ int RunFlows(const std::vector<std::string>& args) {
   };
   std::erase_if(report.view.open, [&](const Flow& flow) { return !keep(flow); });
   std::erase_if(report.view.closed, [&](const Flow& flow) { return !keep(flow); });
-  if (only_netns) {
-    std::erase_if(report.view.by_netns,
-                  [&](const NetnsFlowAggregate& a) { return a.netns_inode != *only_netns; });
-  }
   const std::string text = output == "json" ? RenderFlowsJson(report) : RenderFlowsTable(report);
   std::fputs(text.c_str(), stdout);
   return kExitOk;
