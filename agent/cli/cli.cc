@@ -51,9 +51,9 @@ Commands:
   serve      Run as the node daemon: scan at start and on an interval, keep finding history,
              log one line per change (the gRPC API and metrics attach to it).
   rules      Print the normalized netfilter rules and policy routes of one netns.
-  flows      Trace HBONE (:15008) connections with eBPF for a while; print open and recent flows.
   findings   List every finding code with its severity and meaning.
   version    Print the version.
+  flows      Trace HBONE (:15008) connections with eBPF for a while; print open and recent flows.
 
 Run "ambient-doctor <command> --help" for the flags of a command.
 )";
