@@ -110,6 +110,62 @@ static __always_inline void read_counters(struct sock* sk, struct hbone_flow_eve
   flow->total_retrans = BPF_CORE_READ(tp, total_retrans);
 }
 
+// tp_btf: the same reads as plain loads through BTF pointers (the verifier turns them into
+// exception-handled loads), without a bpf_probe_read_kernel call each. inet_sock lies beyond
+// struct sock, so it is reached through bpf_skc_to_tcp_sock (§3.4).
+static __always_inline void read_identity_btf(struct sock* sk, struct hbone_flow_event* flow) {
+  struct tcp_sock* tp = bpf_skc_to_tcp_sock(sk);
+  if (!tp) {
+    read_identity(sk, flow);
+    return;
+  }
+  __u16 sport = bpf_ntohs(tp->inet_conn.icsk_inet.inet_sport);
+  __u16 dport = bpf_ntohs(sk->__sk_common.skc_dport);
+  if (sport) flow->sport = sport;
+  if (dport) flow->dport = dport;
+  flow->family = sk->__sk_common.skc_family;
+  if (flow->family == AF_INET) {
+    __u32 saddr = sk->__sk_common.skc_rcv_saddr;
+    __u32 daddr = sk->__sk_common.skc_daddr;
+    __builtin_memcpy(flow->saddr, &saddr, 4);
+    __builtin_memcpy(flow->daddr, &daddr, 4);
+  } else {
+    BPF_CORE_READ_INTO(&flow->saddr, sk, __sk_common.skc_v6_rcv_saddr.in6_u.u6_addr8);
+    BPF_CORE_READ_INTO(&flow->daddr, sk, __sk_common.skc_v6_daddr.in6_u.u6_addr8);
+  }
+  flow->netns_inode = sk->__sk_common.skc_net.net->ns.inum;
+  flow->mark = sk->sk_mark;
+}
+
+static __always_inline void read_counters_btf(struct sock* sk, struct hbone_flow_event* flow) {
+  struct tcp_sock* tp = bpf_skc_to_tcp_sock(sk);
+  if (!tp) {
+    read_counters(sk, flow);
+    return;
+  }
+  flow->bytes_sent = tp->bytes_sent;
+  flow->bytes_received = tp->bytes_received;
+  flow->bytes_acked = tp->bytes_acked;
+  flow->srtt_us = tp->srtt_us >> 3;
+  flow->total_retrans = tp->total_retrans;
+}
+
+static __always_inline void identity(struct sock* sk, struct hbone_flow_event* flow, bool btf_sk) {
+  if (btf_sk) {
+    read_identity_btf(sk, flow);
+  } else {
+    read_identity(sk, flow);
+  }
+}
+
+static __always_inline void counters(struct sock* sk, struct hbone_flow_event* flow, bool btf_sk) {
+  if (btf_sk) {
+    read_counters_btf(sk, flow);
+  } else {
+    read_counters(sk, flow);
+  }
+}
+
 static __always_inline void emit(struct hbone_flow_event* flow, __u8 kind) {
   struct hbone_flow_event* event = bpf_ringbuf_reserve(&flow_events, sizeof(*event), 0);
   if (!event) {
@@ -146,28 +202,34 @@ static __always_inline void flow_identity_init(struct sock* sk, struct hbone_flo
   }
 }
 
-static __always_inline void finish(struct sock* sk, struct hbone_flow_event* flow, int oldstate) {
+static __always_inline void finish(struct sock* sk, struct hbone_flow_event* flow, int oldstate,
+                                   bool btf_sk) {
   // Addresses and netns do not change; re-read them only if the ports were not known yet.
   if (flow->sport && flow->dport && flow->established_ns) {
-    flow->mark = BPF_CORE_READ(sk, sk_mark);
+    flow->mark = btf_sk ? sk->sk_mark : BPF_CORE_READ(sk, sk_mark);
   } else {
-    read_identity(sk, flow);
+    identity(sk, flow, btf_sk);
   }
-  read_counters(sk, flow);
+  counters(sk, flow, btf_sk);
   flow->end_ns = bpf_ktime_get_ns();
   flow->last_state = oldstate;
-  flow->sk_err = BPF_CORE_READ(sk, sk_err);
+  flow->sk_err = btf_sk ? sk->sk_err : BPF_CORE_READ(sk, sk_err);
   if (BPF_CORE_READ(sk, sk_shutdown) & RCV_SHUTDOWN) flow->flags |= HBONE_FLAG_FIN_RECEIVED;
   emit(flow, HBONE_EVENT_CLOSE);
 }
 
 static __always_inline int on_set_state(struct sock* sk, int oldstate, int newstate, bool btf_sk) {
-  if (!sk || BPF_CORE_READ(sk, sk_protocol) != PROTO_TCP) return 0;
+  if (!sk) return 0;
+  if ((btf_sk ? sk->sk_protocol : BPF_CORE_READ(sk, sk_protocol)) != PROTO_TCP) return 0;
   __u64 key = (__u64)sk;
   struct hbone_flow_event* flow = bpf_map_lookup_elem(&flow_states, &key);
   if (!flow) {
-    __u16 sport = bpf_ntohs(BPF_CORE_READ((struct inet_sock*)sk, inet_sport));
-    __u16 dport = bpf_ntohs(BPF_CORE_READ(sk, __sk_common.skc_dport));
+    // The path every untraced transition takes: plain loads under tp_btf (skc_num is the local
+    // port in host order; it can already be 0 at close, then inet_sport is read).
+    __u16 sport = btf_sk ? sk->__sk_common.skc_num : 0;
+    if (!sport) sport = bpf_ntohs(BPF_CORE_READ((struct inet_sock*)sk, inet_sport));
+    __u16 dport =
+        bpf_ntohs(btf_sk ? sk->__sk_common.skc_dport : BPF_CORE_READ(sk, __sk_common.skc_dport));
     __u8 role = 0;
     if (oldstate == ST_CLOSE && newstate == ST_SYN_SENT &&
         (trace_all_connects || port_traced(dport))) {
@@ -183,7 +245,7 @@ static __always_inline int on_set_state(struct sock* sk, int oldstate, int newst
       late.states_seen = 1 << ST_CLOSE;
       flow_identity_init(sk, &late, btf_sk);
       count(HBONE_COUNTER_LATE_FLOWS);
-      finish(sk, &late, oldstate);
+      finish(sk, &late, oldstate, btf_sk);
       return 0;
     } else {
       return 0;
@@ -194,7 +256,7 @@ static __always_inline int on_set_state(struct sock* sk, int oldstate, int newst
     fresh.states_seen = 1 << newstate;
     fresh.last_state = newstate;
     flow_identity_init(sk, &fresh, btf_sk);
-    read_identity(sk, &fresh);
+    identity(sk, &fresh, btf_sk);
     if (bpf_map_update_elem(&flow_states, &key, &fresh, BPF_NOEXIST) != 0) {
       count(HBONE_COUNTER_STATE_FULL);
     }
@@ -204,16 +266,16 @@ static __always_inline int on_set_state(struct sock* sk, int oldstate, int newst
   if (newstate == ST_ESTABLISHED) {
     flow->established_ns = bpf_ktime_get_ns();
     flow->last_state = newstate;
-    read_identity(sk, flow);
+    identity(sk, flow, btf_sk);
     if (!(flow->kind & HBONE_EVENT_OPEN)) {
-      read_counters(sk, flow);
+      counters(sk, flow, btf_sk);
       emit(flow, HBONE_EVENT_OPEN);
       flow->kind = HBONE_EVENT_OPEN;  // in the state: the open event went out
     }
     return 0;
   }
   if (newstate == ST_CLOSE) {
-    finish(sk, flow, oldstate);
+    finish(sk, flow, oldstate, btf_sk);
     bpf_map_delete_elem(&flow_states, &key);
     return 0;
   }
