@@ -25,6 +25,7 @@
 #include "api/api_server.h"
 #include "api/report_proto.h"
 #include "cli/flags.h"
+#include "cli/flows_command.h"
 #include "cli/report_render.h"
 #include "cli/rules_render.h"
 #include "client/api_client.h"
@@ -58,6 +59,7 @@ Commands:
              daemon when it answers, else locally; the same output).
   findings   List every finding code with its severity and meaning.
   version    Print the version.
+  flows      Trace HBONE (:15008) connections with eBPF for a while; print open and recent flows.
 
 Run "ambient-doctor <command> --help" for the flags of a command.
 )";
@@ -1010,6 +1012,7 @@ int Main(int argc, char** argv) {
   if (command == "serve") return RunServe(args);
   if (command == "rules") return RunRules(args);
   if (command == "findings") return RunFindings(args);
+  if (command == "flows") return RunFlows(args);
   if (command == "version" || command == "--version") {
     std::printf("ambient-doctor %s\n", kVersion);
     return 0;

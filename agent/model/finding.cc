@@ -152,6 +152,25 @@ const std::vector<FindingCodeInfo>& AllFindingCodes() {
        "Two or more ztunnel processes serve the same netns (upgrade overlap).",
        "Expected briefly during a ztunnel upgrade (SO_REUSEPORT listeners); if it persists, the "
        "old ztunnel did not drain: check its termination grace period."},
+      {kHboneConnectFailures, "HBONE_CONNECT_FAILURES", Severity::kWarning,
+       "HBONE connections (:15008) from a netns were refused, reset or timed out above the "
+       "threshold in the tracing window, split by same-node and remote destinations.",
+       "Timeouts (SYN without SYN-ACK) to remote nodes point at a NetworkPolicy, security group "
+       "or firewall dropping TCP 15008; failures to same-node pods only point at the node "
+       "datapath (istio#59754); refusals mean the destination pod has no ztunnel listener on "
+       "15008; resets after pod churn point at stale pooled connections (ztunnel#1637)."},
+      {kMeshBypass, "MESH_BYPASS", Severity::kCritical,
+       "In an ambient netns, an application TCP connection to a non-loopback destination was "
+       "established without a ztunnel accept on 15001 for it and without ztunnel's mark 0x539: "
+       "it escaped redirection.",
+       "The pod's outbound traffic leaves without mTLS or policy: its REDIRECT rule is missing or "
+       "bypassed (see the netns's rule findings); restart the pod, or istio-cni with reconcile on, "
+       "to re-apply Istio's in-pod rules."},
+      {kTracingUnavailable, "TRACING_UNAVAILABLE", Severity::kInfo,
+       "The eBPF flow tracer could not be loaded, so no flow-based check ran (the reason is in "
+       "the evidence).",
+       "Give the agent CAP_BPF and CAP_PERFMON (or CAP_SYS_ADMIN) and run it on a kernel with BTF "
+       "(/sys/kernel/btf/vmlinux); lockdown=confidentiality forbids tracing altogether."},
   };
   return codes;
 }

@@ -34,6 +34,9 @@ enum class FindingCode : uint8_t {
   kZdsDisconnected,
   kZtunnelStaleWorkload,
   kMultipleZtunnels,
+  kHboneConnectFailures,
+  kMeshBypass,
+  kTracingUnavailable,
 };
 
 struct FindingCodeInfo {

@@ -40,6 +40,8 @@ std::string_view SourceKindName(SourceKind kind) {
       return "nft-text";
     case SourceKind::kApi:
       return "api";
+    case SourceKind::kTracing:
+      return "tracing";
     case SourceKind::kLab:
       return "lab";
   }

@@ -29,6 +29,7 @@ enum class SourceKind : uint8_t {
   kIptablesText,       // "iptables-text": offline iptables-save parser
   kNftText,            // "nft-text": offline nft text parser
   kApi,                // "api": the gRPC API server (its socket)
+  kTracing,            // "tracing": the eBPF flow tracer (probe, load, ring buffer)
   kLab,                // "lab": test and bench tooling (tests/sim, bench), never the agent
 };
 std::string_view SourceKindName(SourceKind kind);

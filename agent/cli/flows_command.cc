@@ -1,0 +1,426 @@
+#include "cli/flows_command.h"
+
+#include <signal.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <optional>
+#include <set>
+
+#include "cli/flags.h"
+#include "model/json.h"
+#include "sources/netns/discovery.h"
+#include "tracing/flow_tracer.h"
+#include "tracing/live_tcp.h"
+
+namespace ad::cli {
+namespace {
+
+constexpr int kExitOk = 0;
+constexpr int kExitFailed = 2;
+
+std::atomic<bool> g_stop_flows{false};
+void StopFlowsOnSignal(int) { g_stop_flows = true; }
+
+// "10s", "500ms", "2m", "1h"; a bare number is seconds.
+std::optional<int64_t> ParseDurationMs(const std::string& text) {
+  size_t digits = 0;
+  while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
+  if (digits == 0 || digits > 9) return std::nullopt;
+  const int64_t value = std::stoll(text.substr(0, digits));
+  const std::string unit = text.substr(digits);
+  if (unit == "ms") return value;
+  if (unit.empty() || unit == "s") return value * 1000;
+  if (unit == "m") return value * 60'000;
+  if (unit == "h") return value * 3'600'000;
+  return std::nullopt;
+}
+
+std::string NetnsLabel(const FlowsReport& report, uint32_t inode) {
+  auto it = report.netns_paths.find(inode);
+  return it != report.netns_paths.end() ? it->second : "netns:" + std::to_string(inode);
+}
+
+double Ms(int64_t unix_ns) { return static_cast<double>(unix_ns) / 1e6; }
+
+void WriteFlow(JsonWriter& j, const FlowsReport& report, const Flow& flow) {
+  j.BeginObject();
+  j.Field("flow_id", flow.flow_id).Field("cookie_known", flow.cookie_known);
+  j.Key("netns").BeginObject().Field("inode", flow.netns_inode);
+  if (auto it = report.netns_paths.find(flow.netns_inode); it != report.netns_paths.end()) {
+    j.Field("path", it->second);
+  }
+  j.EndObject();
+  j.Field("role", FlowRoleName(flow.role)).Field("protocol", "tcp");
+  j.Field("src_ip", flow.tuple.src.ToString()).Field("src_port", uint32_t{flow.tuple.src_port});
+  j.Field("dst_ip", flow.tuple.dst.ToString()).Field("dst_port", uint32_t{flow.tuple.dst_port});
+  j.Field("mark", flow.mark).Field("outcome", FlowOutcomeName(flow.outcome));
+  if (flow.started_unix_ns != 0) j.Field("started_unix_ms", Ms(flow.started_unix_ns));
+  if (flow.established_unix_ns != 0) j.Field("established_unix_ms", Ms(flow.established_unix_ns));
+  if (flow.ended_unix_ns != 0) j.Field("ended_unix_ms", Ms(flow.ended_unix_ns));
+  if (auto latency = flow.ConnectLatencyUs()) j.Field("connect_latency_us", *latency);
+  j.Field("bytes_sent", flow.bytes_sent).Field("bytes_received", flow.bytes_received);
+  j.Field("srtt_us", flow.srtt_us).Field("retransmits", flow.retransmits);
+  j.Field("resets_received", flow.resets_received).Field("resets_sent", flow.resets_sent);
+  j.Field("sk_err", int64_t{flow.sk_err});
+  j.Field("seen_late", flow.seen_late).Field("live", flow.live);
+  j.EndObject();
+}
+
+void WriteCounts(JsonWriter& j, std::string_view key, const FlowCounts& counts) {
+  j.Key(key).BeginObject();
+  j.Field("opened", counts.opened).Field("open", counts.open).Field("failed", counts.failed());
+  j.Key("closed").BeginObject();
+  for (const auto& [outcome, count] : counts.closed) j.Field(FlowOutcomeName(outcome), count);
+  j.EndObject();
+  j.Field("bytes_sent", counts.bytes_sent).Field("bytes_received", counts.bytes_received);
+  j.Field("retransmits", counts.retransmits).Field("resets", counts.resets);
+  j.EndObject();
+}
+
+std::string Bytes(uint64_t value) {
+  char text[32];
+  if (value < 10'000) {
+    std::snprintf(text, sizeof(text), "%llu", static_cast<unsigned long long>(value));
+  } else if (value < 10'000'000) {
+    std::snprintf(text, sizeof(text), "%.1fk", static_cast<double>(value) / 1e3);
+  } else {
+    std::snprintf(text, sizeof(text), "%.1fM", static_cast<double>(value) / 1e6);
+  }
+  return text;
+}
+
+std::string Endpoint(const FlowAddress& address, uint16_t port) {
+  return (address.ipv6 ? "[" + address.ToString() + "]" : address.ToString()) + ":" +
+         std::to_string(port);
+}
+
+void AppendRow(std::string& out, const FlowsReport& report, const Flow& flow) {
+  char line[512];
+  std::string latency = "-";
+  if (auto us = flow.ConnectLatencyUs()) {
+    char text[32];
+    std::snprintf(text, sizeof(text), "%.2fms", static_cast<double>(*us) / 1000.0);
+    latency = text;
+  }
+  std::snprintf(line, sizeof(line), "%-11s %-6s %-28s %-24s %-24s %9s %7s %7s %6u %4u %3u\n",
+                std::string(FlowOutcomeName(flow.outcome)).c_str(),
+                std::string(FlowRoleName(flow.role)).c_str(),
+                NetnsLabel(report, flow.netns_inode).c_str(),
+                Endpoint(flow.tuple.src, flow.tuple.src_port).c_str(),
+                Endpoint(flow.tuple.dst, flow.tuple.dst_port).c_str(), latency.c_str(),
+                Bytes(flow.bytes_sent).c_str(), Bytes(flow.bytes_received).c_str(), flow.srtt_us,
+                flow.retransmits, flow.resets());
+  out += line;
+}
+
+}  // namespace
+
+std::string RenderFlowsJson(const FlowsReport& report) {
+  JsonWriter j;
+  j.BeginObject().Field("schema", "ambient-doctor.flows/v1");
+  j.Field("attach", report.attach_mode);
+  j.Key("ports").BeginArray();
+  for (uint16_t port : report.ports) j.Uint(port);
+  j.EndArray();
+  j.Field("duration_ms", report.duration_ms);
+  j.Key("counters").BeginObject();
+  j.Field("events", report.events).Field("lost_events", report.lost_events);
+  j.Field("state_full", report.state_full).Field("late_flows", report.late_flows);
+  j.Field("decode_errors", report.decode_errors);
+  j.Field("closed_dropped", report.view.closed_dropped);
+  j.Field("open_dropped", report.view.open_dropped);
+  j.Field("destinations_dropped", report.view.destinations_dropped);
+  j.EndObject();
+  j.StringArray("errors", report.errors);
+  j.Key("open").BeginArray();
+  for (const Flow& flow : report.view.open) WriteFlow(j, report, flow);
+  j.EndArray();
+  j.Key("closed").BeginArray();
+  for (const Flow& flow : report.view.closed) WriteFlow(j, report, flow);
+  j.EndArray();
+  j.Key("by_netns").BeginArray();
+  for (const NetnsFlowAggregate& netns : report.view.by_netns) {
+    j.BeginObject().Field("inode", netns.netns_inode);
+    if (auto it = report.netns_paths.find(netns.netns_inode); it != report.netns_paths.end()) {
+      j.Field("path", it->second);
+    }
+    WriteCounts(j, "client", netns.client);
+    WriteCounts(j, "server", netns.server);
+    j.EndObject();
+  }
+  j.EndArray();
+  j.Key("by_destination").BeginArray();
+  for (const DestinationAggregate& destination : report.view.by_destination) {
+    j.BeginObject().Field("ip", destination.address.ToString());
+    j.Field("port", uint32_t{destination.port});
+    WriteCounts(j, "counts", destination.counts);
+    if (destination.connect_latency_samples > 0) {
+      j.Field("connect_latency_us_avg",
+              destination.connect_latency_us_sum / destination.connect_latency_samples);
+      j.Field("connect_latency_us_max", destination.connect_latency_us_max);
+    }
+    j.EndObject();
+  }
+  j.EndArray();
+  j.EndObject();
+  return j.str() + "\n";
+}
+
+std::string RenderFlowsTable(const FlowsReport& report) {
+  std::string out;
+  uint64_t failed = 0;
+  for (const Flow& flow : report.view.closed) failed += IsFailedOutcome(flow.outcome) ? 1 : 0;
+  std::string ports;
+  for (uint16_t port : report.ports) ports += (ports.empty() ? "" : ",") + std::to_string(port);
+  char header[512];
+  std::snprintf(header, sizeof(header),
+                "traced %.1f s with %s on port %s: %zu open, %zu closed (%llu failed), %llu lost "
+                "events\n",
+                static_cast<double>(report.duration_ms) / 1000.0, report.attach_mode.c_str(),
+                ports.c_str(), report.view.open.size(), report.view.closed.size(),
+                static_cast<unsigned long long>(failed),
+                static_cast<unsigned long long>(report.lost_events));
+  out += header;
+  if (report.view.closed_dropped > 0) {
+    out += "note: " + std::to_string(report.view.closed_dropped) +
+           " older closed flows were dropped from the table (bounded ring)\n";
+  }
+  for (const std::string& error : report.errors) out += "error: " + error + "\n";
+  if (report.view.open.empty() && report.view.closed.empty()) return out;
+  char columns[512];
+  std::snprintf(columns, sizeof(columns), "%-11s %-6s %-28s %-24s %-24s %9s %7s %7s %6s %4s %3s\n",
+                "OUTCOME", "ROLE", "NETNS", "SOURCE", "DESTINATION", "CONNECT", "SENT", "RECV",
+                "RTT_US", "RETR", "RST");
+  out += columns;
+  for (const Flow& flow : report.view.open) AppendRow(out, report, flow);
+  for (const Flow& flow : report.view.closed) AppendRow(out, report, flow);
+  return out;
+}
+
+int RunFlows(const std::vector<std::string>& args) {
+  FlagSet flags("flows",
+                "[--duration 10s] [--port 15008]... [--netns PATH] [--outcome failed|OUTCOME] "
+                "[-o table|json]",
+                "Traces TCP connections to and from the HBONE port (15008) on the whole node with "
+                "the eBPF flow tracer for --duration, then prints the open flows (with live byte "
+                "counts from sock_diag) and the ones that closed meanwhile, with their outcome: "
+                "closed, refused, reset, timeout, unreachable, aborted. Needs CAP_BPF and "
+                "CAP_PERFMON (or root) and kernel BTF; exits 2 with the reason otherwise.");
+  flags.Add({.name = "duration",
+             .value_name = "D",
+             .default_text = "10s",
+             .help = "How long to trace (ms, s, m, h). Ctrl-C ends early."});
+  flags.Add({.name = "port",
+             .repeatable = true,
+             .value_name = "PORT",
+             .default_text = "15008",
+             .help = "Traced TCP port (either end), up to 8; e.g. 15001 and 15006 for ztunnel's "
+                     "in-pod listeners. Filtered in the kernel."});
+  flags.Add({.name = "netns",
+             .value_name = "PATH",
+             .help = "Only flows of this netns (a bind mount or /proc/<pid>/ns/net)."});
+  flags.Add({.name = "outcome",
+             .value_name = "OUTCOME",
+             .help = "Only flows with this outcome: failed (refused, reset, timeout, unreachable), "
+                     "open, connecting, closed, refused, reset, timeout, unreachable, aborted."});
+  flags.Add({.name = "attach",
+             .value_name = "MODE",
+             .default_text = "auto",
+             .help = "Attach type: auto (tp_btf, then raw_tp, then tracepoint), tp_btf, raw_tp, "
+                     "tracepoint (needs tracefs mounted; the agent never mounts it)."});
+  flags.Add({.name = "ring-bytes",
+             .value_name = "N",
+             .default_text = "1048576",
+             .help = "Ring-buffer size in bytes (a power of two; lost events are counted)."});
+  flags.Add({.name = "all-connects",
+             .takes_value = false,
+             .help = "Also trace every outgoing connection, any destination port (the application "
+                     "side of redirected traffic; an event pair per connect on the node)."});
+  flags.Add({.name = "btf",
+             .value_name = "PATH",
+             .default_text = "/sys/kernel/btf/vmlinux",
+             .help = "Kernel BTF the tracer is relocated against (CO-RE)."});
+  flags.Add({.name = "no-live",
+             .takes_value = false,
+             .help = "Do not refresh the byte counts of open flows from sock_diag tcp_info."});
+  flags.Add({.name = "proc-root",
+             .value_name = "PATH",
+             .default_text = "/proc",
+             .help = "procfs used to name netns by path (and for /proc/<pid>/ns/net)."});
+  flags.Add({.name = "output",
+             .short_name = 'o',
+             .value_name = "FORMAT",
+             .default_text = "table",
+             .help = "Output format: table or json (schema ambient-doctor.flows/v1)."});
+  flags.Add({.name = "log-level",
+             .value_name = "LEVEL",
+             .default_text = "warn",
+             .help = "Log level on stderr: trace, debug, info, warn, error, off."});
+  if (std::optional<std::string> error = flags.Parse(args)) {
+    std::fprintf(stderr, "ambient-doctor flows: %s\n\n%s", error->c_str(), flags.Usage().c_str());
+    return kExitFailed;
+  }
+  if (flags.Has("help")) {
+    std::fputs(flags.Usage().c_str(), stdout);
+    return kExitOk;
+  }
+  auto fail = [](const std::string& message) {
+    std::fprintf(stderr, "ambient-doctor flows: %s\n", message.c_str());
+    return kExitFailed;
+  };
+  if (!spdlog::get("ambient-doctor")) {
+    spdlog::set_default_logger(spdlog::stderr_color_mt("ambient-doctor"));
+  }
+  spdlog::set_level(spdlog::level::from_str(flags.Get("log-level", "warn")));
+  const std::string output = flags.Get("output", "table");
+  if (output != "table" && output != "json") return fail("-o must be table or json");
+  std::optional<int64_t> duration_ms = ParseDurationMs(flags.Get("duration", "10s"));
+  if (!duration_ms) return fail("bad --duration \"" + flags.Get("duration") + "\"");
+
+  TracerOptions options;
+  if (flags.Has("port")) {
+    options.ports.clear();
+    for (const std::string& text : flags.GetAll("port")) {
+      char* end = nullptr;
+      const long port = std::strtol(text.c_str(), &end, 10);
+      if (end == text.c_str() || *end != '\0' || port < 1 || port > 65535) {
+        return fail("bad --port \"" + text + "\"");
+      }
+      options.ports.push_back(static_cast<uint16_t>(port));
+    }
+  }
+  std::optional<AttachMode> attach = ParseAttachMode(flags.Get("attach", "auto"));
+  if (!attach) return fail("--attach must be auto, tp_btf, raw_tp or tracepoint");
+  options.attach = *attach;
+  options.btf_path = flags.Get("btf", options.btf_path);
+  options.trace_all_connects = flags.Has("all-connects");
+  {
+    char* end = nullptr;
+    const std::string text = flags.Get("ring-bytes", "1048576");
+    const unsigned long long bytes = std::strtoull(text.c_str(), &end, 10);
+    if (end == text.c_str() || *end != '\0' || bytes < 4096 || bytes > (1ull << 30)) {
+      return fail("--ring-bytes must be between 4096 and 1073741824");
+    }
+    options.ring_bytes = static_cast<uint32_t>(bytes);
+  }
+  std::optional<uint32_t> only_netns;
+  if (flags.Has("netns")) {
+    struct stat st {};
+    if (::stat(flags.Get("netns").c_str(), &st) != 0) {
+      return fail("--netns " + flags.Get("netns") + ": " + std::strerror(errno));
+    }
+    only_netns = static_cast<uint32_t>(st.st_ino);
+  }
+  std::optional<FlowOutcome> only_outcome;
+  bool only_failed = false;
+  if (flags.Has("outcome")) {
+    const std::string text = flags.Get("outcome");
+    only_failed = text == "failed";
+    if (!only_failed) {
+      only_outcome = ParseFlowOutcome(text);
+      if (!only_outcome) return fail("unknown --outcome \"" + text + "\"");
+    }
+  }
+
+  Result<std::unique_ptr<FlowTracer>> started = StartFlowTracer(options);
+  if (!started.ok()) {
+    if (output == "json") {
+      JsonWriter j;
+      j.BeginObject().Field("schema", "ambient-doctor.flows/v1").Field("available", false);
+      j.Field("reason", started.error().message).EndObject();
+      std::fputs((j.str() + "\n").c_str(), stdout);
+    }
+    return fail("tracing unavailable: " + started.error().message);
+  }
+  std::unique_ptr<FlowTracer> tracer = std::move(started).value();
+
+  struct sigaction action {};
+  action.sa_handler = StopFlowsOnSignal;
+  ::sigemptyset(&action.sa_mask);
+  ::sigaction(SIGINT, &action, nullptr);
+  ::sigaction(SIGTERM, &action, nullptr);
+
+  FlowTable table;
+  FlowsReport report;
+  // --netns narrows what the table holds, so its aggregates are that netns's too.
+  auto apply = [&](const FlowEvent& event) {
+    if (!only_netns || event.flow.netns_inode == *only_netns) table.Apply(event);
+  };
+  const auto begin = std::chrono::steady_clock::now();
+  const auto deadline = begin + std::chrono::milliseconds(*duration_ms);
+  while (!g_stop_flows) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) break;
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now);
+    Result<size_t> polled = tracer->Poll(std::min(left, std::chrono::milliseconds(200)), apply);
+    if (!polled.ok()) {
+      report.errors.push_back(polled.error().message);
+      break;
+    }
+  }
+  // What is left in the ring when time is up.
+  (void)tracer->Poll(std::chrono::milliseconds(0), apply);
+
+  // Netns paths: for naming and for the live refresh (which has to enter the netns).
+  std::vector<SourceError> warnings;
+  DiscoveryOptions discovery;
+  discovery.proc_root = flags.Get("proc-root", "/proc");
+  for (const NetnsRecord& record : DiscoverNetns(discovery, &warnings)) {
+    report.netns_paths[static_cast<uint32_t>(record.inode)] = record.PrimaryPath();
+  }
+  if (only_netns && !report.netns_paths.contains(*only_netns)) {
+    report.netns_paths[*only_netns] = flags.Get("netns");
+  }
+  if (!flags.Has("no-live")) {
+    std::set<uint32_t> open_netns;
+    for (const Flow& flow : table.View().open) open_netns.insert(flow.netns_inode);
+    std::vector<LiveSocketStats> live;
+    for (uint32_t inode : open_netns) {
+      auto it = report.netns_paths.find(inode);
+      if (it == report.netns_paths.end()) continue;
+      Result<std::vector<LiveSocketStats>> sockets = ReadLiveTcpSockets(it->second, options.ports);
+      if (!sockets.ok()) {
+        report.errors.push_back(it->second + ": " + sockets.error().message);
+        continue;
+      }
+      live.insert(live.end(), sockets->begin(), sockets->end());
+    }
+    table.RefreshLive(live);
+  }
+
+  TracerCounters counters = tracer->Counters();
+  report.attach_mode = std::string(AttachModeName(tracer->attach_mode()));
+  report.ports = options.ports;
+  report.duration_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                           std::chrono::steady_clock::now() - begin)
+                           .count();
+  report.events = counters.events;
+  report.lost_events = counters.lost_events;
+  report.state_full = counters.state_full;
+  report.late_flows = counters.late_flows;
+  report.decode_errors = counters.decode_errors;
+  report.view = table.View();
+  auto keep = [&](const Flow& flow) {
+    if (only_netns && flow.netns_inode != *only_netns) return false;
+    if (only_failed && !IsFailedOutcome(flow.outcome)) return false;
+    if (only_outcome && flow.outcome != *only_outcome) return false;
+    return true;
+  };
+  std::erase_if(report.view.open, [&](const Flow& flow) { return !keep(flow); });
+  std::erase_if(report.view.closed, [&](const Flow& flow) { return !keep(flow); });
+  const std::string text = output == "json" ? RenderFlowsJson(report) : RenderFlowsTable(report);
+  std::fputs(text.c_str(), stdout);
+  return kExitOk;
+}
+
+}  // namespace ad::cli

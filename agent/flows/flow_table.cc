@@ -1,0 +1,164 @@
+#include "flows/flow_table.h"
+
+#include <algorithm>
+#include <tuple>
+#include <utility>
+
+namespace ad {
+namespace {
+
+FlowCounts& CountsFor(NetnsFlowAggregate& aggregate, const Flow& flow) {
+  return flow.role == FlowRole::kServer ? aggregate.server : aggregate.client;
+}
+
+}  // namespace
+
+uint64_t FlowCounts::failed() const {
+  uint64_t total = 0;
+  for (const auto& [outcome, count] : closed) {
+    if (IsFailedOutcome(outcome)) total += count;
+  }
+  return total;
+}
+
+FlowTable::FlowTable(FlowTableLimits limits) : limits_(limits) {}
+
+DestinationAggregate* FlowTable::Destination(const Flow& flow) {
+  if (flow.role != FlowRole::kClient) return nullptr;
+  const auto key = std::make_pair(flow.tuple.dst, flow.tuple.dst_port);
+  auto it = by_destination_.find(key);
+  if (it != by_destination_.end()) return &it->second;
+  if (by_destination_.size() >= limits_.max_destinations) {
+    ++destinations_dropped_;
+    return nullptr;
+  }
+  DestinationAggregate& created = by_destination_[key];
+  created.address = flow.tuple.dst;
+  created.port = flow.tuple.dst_port;
+  return &created;
+}
+
+void FlowTable::CountOpened(const Flow& flow) {
+  NetnsFlowAggregate& netns = by_netns_[flow.netns_inode];
+  netns.netns_inode = flow.netns_inode;
+  ++CountsFor(netns, flow).opened;
+  if (DestinationAggregate* destination = Destination(flow)) ++destination->counts.opened;
+}
+
+void FlowTable::Apply(const FlowEvent& event) {
+  const Flow& flow = event.flow;
+  if (event.kind == FlowEventKind::kOpen) {
+    auto it = open_.find(flow.flow_id);
+    if (it != open_.end()) {
+      // A second open (connecting -> established is one event in the kernel; keep the newest).
+      it->second = flow;
+      return;
+    }
+    if (open_.size() >= limits_.max_open) {
+      ++open_dropped_;
+      return;
+    }
+    open_.emplace(flow.flow_id, flow);
+    CountOpened(flow);
+    return;
+  }
+  auto it = open_.find(flow.flow_id);
+  if (it == open_.end()) {
+    CountOpened(flow);  // closed without an open event: failed connects, late or dropped flows
+  } else {
+    open_.erase(it);
+  }
+  Close(flow);
+}
+
+void FlowTable::Close(Flow flow) {
+  NetnsFlowAggregate& netns = by_netns_[flow.netns_inode];
+  netns.netns_inode = flow.netns_inode;
+  auto add = [&flow](FlowCounts& counts) {
+    ++counts.closed[flow.outcome];
+    counts.bytes_sent += flow.bytes_sent;
+    counts.bytes_received += flow.bytes_received;
+    counts.retransmits += flow.retransmits;
+    counts.resets += flow.resets();
+  };
+  add(CountsFor(netns, flow));
+  if (DestinationAggregate* destination = Destination(flow)) {
+    add(destination->counts);
+    if (std::optional<int64_t> latency = flow.ConnectLatencyUs()) {
+      destination->connect_latency_us_sum += static_cast<uint64_t>(*latency);
+      ++destination->connect_latency_samples;
+      destination->connect_latency_us_max =
+          std::max(destination->connect_latency_us_max, static_cast<uint64_t>(*latency));
+    }
+  }
+  closed_.push_back(std::move(flow));
+  while (closed_.size() > limits_.max_closed) {
+    closed_.pop_front();
+    ++closed_dropped_;
+  }
+}
+
+size_t FlowTable::RefreshLive(const std::vector<LiveSocketStats>& sockets) {
+  std::unordered_map<uint64_t, const LiveSocketStats*> by_cookie;
+  std::map<std::pair<uint32_t, FlowTuple>, const LiveSocketStats*> by_tuple;
+  for (const LiveSocketStats& socket : sockets) {
+    if (socket.cookie != 0) by_cookie.emplace(socket.cookie, &socket);
+    by_tuple.emplace(std::make_pair(socket.netns_inode, socket.tuple), &socket);
+  }
+  size_t matched = 0;
+  for (auto& [id, flow] : open_) {
+    const LiveSocketStats* socket = nullptr;
+    if (flow.cookie_known) {
+      auto it = by_cookie.find(flow.flow_id);
+      if (it != by_cookie.end()) socket = it->second;
+    }
+    if (socket == nullptr) {
+      auto it = by_tuple.find(std::make_pair(flow.netns_inode, flow.tuple));
+      if (it != by_tuple.end()) socket = it->second;
+    }
+    if (socket == nullptr) continue;
+    flow.bytes_sent = socket->bytes_sent;
+    flow.bytes_received = socket->bytes_received;
+    flow.srtt_us = socket->srtt_us;
+    flow.retransmits = std::max(flow.retransmits, socket->retransmits);
+    flow.live = true;
+    ++matched;
+  }
+  return matched;
+}
+
+FlowTableView FlowTable::View() const {
+  FlowTableView view;
+  view.open.reserve(open_.size());
+  for (const auto& [id, flow] : open_) view.open.push_back(flow);
+  std::sort(view.open.begin(), view.open.end(), [](const Flow& a, const Flow& b) {
+    return std::tie(a.started_unix_ns, a.flow_id) < std::tie(b.started_unix_ns, b.flow_id);
+  });
+  view.closed.assign(closed_.begin(), closed_.end());
+  std::map<uint32_t, size_t> netns_index;
+  for (const auto& [inode, aggregate] : by_netns_) {
+    netns_index[inode] = view.by_netns.size();
+    view.by_netns.push_back(aggregate);
+  }
+  std::map<std::pair<FlowAddress, uint16_t>, size_t> destination_index;
+  for (const auto& [key, aggregate] : by_destination_) {
+    destination_index[key] = view.by_destination.size();
+    view.by_destination.push_back(aggregate);
+  }
+  // Open counts are a property of the moment, so they are counted here, not kept.
+  for (const auto& [id, flow] : open_) {
+    if (auto it = netns_index.find(flow.netns_inode); it != netns_index.end()) {
+      ++CountsFor(view.by_netns[it->second], flow).open;
+    }
+    if (flow.role != FlowRole::kClient) continue;
+    auto it = destination_index.find(std::make_pair(flow.tuple.dst, flow.tuple.dst_port));
+    if (it != destination_index.end()) ++view.by_destination[it->second].counts.open;
+  }
+  view.closed_dropped = closed_dropped_;
+  view.open_dropped = open_dropped_;
+  view.destinations_dropped = destinations_dropped_;
+  view.decode_errors = decode_errors_;
+  return view;
+}
+
+}  // namespace ad

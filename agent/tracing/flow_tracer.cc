@@ -1,0 +1,360 @@
+#include "tracing/flow_tracer.h"
+
+#include <linux/capability.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#ifdef AD_HAVE_BPF
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <spdlog/spdlog.h>
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpedantic"
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+#include "hbone_flows.skel.h"
+#pragma GCC diagnostic pop
+#endif
+
+#include "hbone_flows.h"
+
+namespace ad {
+namespace {
+
+SourceError TracingError(const std::string& message, int err = 0) {
+  return SourceError{SourceKind::kTracing, message, err};
+}
+
+bool Exists(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+// Effective capabilities of the calling thread (capget: no libcap needed).
+bool HasTracingCapabilities() {
+  __user_cap_header_struct header{};
+  header.version = _LINUX_CAPABILITY_VERSION_3;
+  __user_cap_data_struct data[2] = {};
+  if (::syscall(SYS_capget, &header, data) != 0) return false;
+  auto has = [&data](int cap) { return (data[cap / 32].effective & (1u << (cap % 32))) != 0; };
+  constexpr int kCapPerfmon = 38;  // not in every libc's headers yet
+  constexpr int kCapBpf = 39;
+  return has(CAP_SYS_ADMIN) || (has(kCapBpf) && has(kCapPerfmon));
+}
+
+// "[integrity]" in "none [integrity] confidentiality"; "" when securityfs is not mounted.
+std::string ReadLockdown() {
+  std::ifstream in("/sys/kernel/security/lockdown");
+  std::string line;
+  if (!std::getline(in, line)) return "";
+  const size_t open = line.find('[');
+  const size_t close = line.find(']', open);
+  if (open == std::string::npos || close == std::string::npos) return "";
+  return line.substr(open + 1, close - open - 1);
+}
+
+std::string TracepointEventDir(const TracerOptions& options) {
+  return options.tracefs_path + "/events/sock/inet_sock_set_state";
+}
+
+}  // namespace
+
+std::string_view AttachModeName(AttachMode mode) {
+  switch (mode) {
+    case AttachMode::kAuto:
+      return "auto";
+    case AttachMode::kTpBtf:
+      return "tp_btf";
+    case AttachMode::kRawTp:
+      return "raw_tp";
+    case AttachMode::kTracepoint:
+      return "tracepoint";
+  }
+  return "auto";
+}
+
+std::optional<AttachMode> ParseAttachMode(std::string_view name) {
+  for (AttachMode mode :
+       {AttachMode::kAuto, AttachMode::kTpBtf, AttachMode::kRawTp, AttachMode::kTracepoint}) {
+    if (AttachModeName(mode) == name) return mode;
+  }
+  return std::nullopt;
+}
+
+int64_t MonotonicToUnixOffsetNs() {
+  timespec real{};
+  timespec mono{};
+  ::clock_gettime(CLOCK_REALTIME, &real);
+  ::clock_gettime(CLOCK_MONOTONIC, &mono);
+  return (int64_t{real.tv_sec} - mono.tv_sec) * 1'000'000'000 + (real.tv_nsec - mono.tv_nsec);
+}
+
+TracerProbe ProbeTracing(const TracerOptions& options) {
+  TracerProbe probe;
+  probe.btf_present = Exists(options.btf_path);
+  probe.capabilities_ok = HasTracingCapabilities();
+  probe.lockdown = ReadLockdown();
+  probe.tracefs_mounted = Exists(TracepointEventDir(options));
+  return probe;
+}
+
+#ifndef AD_HAVE_BPF
+
+Result<std::unique_ptr<FlowTracer>> StartFlowTracer(const TracerOptions&) {
+  return TracingError("this ambient-doctor was built without the eBPF flow tracer (AD_BPF=OFF)");
+}
+
+#else
+
+namespace {
+
+// libbpf's warnings go to the debug log; the last one explains a failed load or attach.
+thread_local std::string* g_libbpf_last_warning = nullptr;
+
+int LibbpfPrint(enum libbpf_print_level level, const char* format, va_list args) {
+  if (level == LIBBPF_DEBUG) return 0;
+  char text[1024];
+  std::vsnprintf(text, sizeof(text), format, args);
+  std::string line(text);
+  while (!line.empty() && (line.back() == '\n' || line.back() == ' ')) line.pop_back();
+  spdlog::debug("libbpf: {}", line);
+  if (g_libbpf_last_warning != nullptr && !line.empty()) *g_libbpf_last_warning = line;
+  return 0;
+}
+
+struct SkeletonDeleter {
+  void operator()(hbone_flows_bpf* skeleton) const { hbone_flows_bpf__destroy(skeleton); }
+};
+struct RingBufferDeleter {
+  void operator()(ring_buffer* ring) const { ring_buffer__free(ring); }
+};
+using SkeletonPtr = std::unique_ptr<hbone_flows_bpf, SkeletonDeleter>;
+
+uint32_t RingSize(uint32_t requested) {
+  const auto page = static_cast<uint32_t>(::sysconf(_SC_PAGESIZE));
+  uint32_t size = page;
+  while (size < requested && size < (1u << 30)) size <<= 1;
+  return size;
+}
+
+// The programs of one flavour; the others stay unloaded.
+std::vector<bpf_program*> ProgramsOf(hbone_flows_bpf& skeleton, AttachMode mode) {
+  switch (mode) {
+    case AttachMode::kTpBtf:
+      return {skeleton.progs.btf_set_state, skeleton.progs.btf_retransmit,
+              skeleton.progs.btf_receive_reset, skeleton.progs.btf_send_reset};
+    case AttachMode::kRawTp:
+      return {skeleton.progs.raw_set_state, skeleton.progs.raw_retransmit,
+              skeleton.progs.raw_receive_reset, skeleton.progs.raw_send_reset};
+    case AttachMode::kTracepoint:
+      return {skeleton.progs.tp_set_state, skeleton.progs.tp_retransmit,
+              skeleton.progs.tp_receive_reset, skeleton.progs.tp_send_reset};
+    case AttachMode::kAuto:
+      break;
+  }
+  return {};
+}
+
+std::string Failure(const std::string& step, int err, const std::string& libbpf_message) {
+  std::string text = step + ": " + std::strerror(err);
+  if (!libbpf_message.empty()) text += " (libbpf: " + libbpf_message + ")";
+  return text;
+}
+
+// Opens, configures, loads and attaches one flavour. The error is the attempt's explanation.
+Result<SkeletonPtr> LoadFlavour(const TracerOptions& options, AttachMode mode) {
+  std::string last_warning;
+  g_libbpf_last_warning = &last_warning;
+  struct Reset {
+    ~Reset() { g_libbpf_last_warning = nullptr; }
+  } reset;
+
+  bpf_object_open_opts open_options{};
+  open_options.sz = sizeof(open_options);
+  if (options.btf_path != "/sys/kernel/btf/vmlinux") {
+    open_options.btf_custom_path = options.btf_path.c_str();
+  }
+  SkeletonPtr skeleton(hbone_flows_bpf__open_opts(&open_options));
+  if (!skeleton) return TracingError(Failure("open", errno, last_warning), errno);
+
+  skeleton->rodata->traced_port_count = static_cast<uint32_t>(options.ports.size());
+  for (size_t i = 0; i < options.ports.size(); ++i) {
+    skeleton->rodata->traced_ports[i] = options.ports[i];
+  }
+  for (size_t i = options.ports.size(); i < HBONE_MAX_PORTS; ++i) {
+    skeleton->rodata->traced_ports[i] = 0;
+  }
+  const uint32_t ring_size = RingSize(options.ring_bytes);
+  skeleton->rodata->wakeup_bytes = options.batch_wakeups ? ring_size / 4 : 0;
+  skeleton->rodata->trace_all_connects = options.trace_all_connects;
+  if (int err = bpf_map__set_max_entries(skeleton->maps.flow_events, ring_size); err != 0) {
+    return TracingError(Failure("ring buffer size", -err, last_warning), -err);
+  }
+  if (int err = bpf_map__set_max_entries(skeleton->maps.flow_states, options.max_flows); err != 0) {
+    return TracingError(Failure("state map size", -err, last_warning), -err);
+  }
+  const std::vector<bpf_program*> wanted = ProgramsOf(*skeleton, mode);
+  bpf_program* program = nullptr;
+  bpf_object__for_each_program(program, skeleton->obj) {
+    bool keep = false;
+    for (bpf_program* candidate : wanted) keep = keep || candidate == program;
+    bpf_program__set_autoload(program, keep);
+  }
+  if (int err = hbone_flows_bpf__load(skeleton.get()); err != 0) {
+    return TracingError(Failure("load", -err, last_warning), -err);
+  }
+  // Attaches the loaded flavour only (the skeleton skips programs that are not autoloaded).
+  if (int err = hbone_flows_bpf__attach(skeleton.get()); err != 0) {
+    return TracingError(Failure("attach", -err, last_warning), -err);
+  }
+  return skeleton;
+}
+
+class BpfFlowTracer final : public FlowTracer {
+ public:
+  BpfFlowTracer(SkeletonPtr skeleton, AttachMode mode, TracerProbe probe)
+      : skeleton_(std::move(skeleton)),
+        mode_(mode),
+        probe_(std::move(probe)),
+        offset_ns_(MonotonicToUnixOffsetNs()) {}
+
+  Result<bool> OpenRing() {
+    ring_.reset(
+        ring_buffer__new(bpf_map__fd(skeleton_->maps.flow_events), &OnRecord, this, nullptr));
+    if (!ring_) return TracingError(std::string("ring buffer: ") + std::strerror(errno), errno);
+    return true;
+  }
+
+  AttachMode attach_mode() const override { return mode_; }
+  const TracerProbe& probe() const override { return probe_; }
+
+  Result<size_t> Poll(std::chrono::milliseconds timeout,
+                      const std::function<void(const FlowEvent&)>& sink) override {
+    sink_ = &sink;
+    polled_ = 0;
+    int rc = ring_buffer__poll(ring_.get(), static_cast<int>(timeout.count()));
+    // Events submitted without a wakeup (batching) are only consumed here.
+    if (rc >= 0 || rc == -EINTR) {
+      const int drained = ring_buffer__consume(ring_.get());
+      if (drained < 0) rc = drained;
+    }
+    sink_ = nullptr;
+    if (rc < 0 && rc != -EINTR) {
+      return TracingError(std::string("ring buffer poll: ") + std::strerror(-rc), -rc);
+    }
+    return polled_;
+  }
+
+  TracerCounters Counters() const override {
+    TracerCounters counters;
+    const int cpus = libbpf_num_possible_cpus();
+    if (cpus <= 0) return counters;
+    std::vector<uint64_t> values(static_cast<size_t>(cpus));
+    const int fd = bpf_map__fd(skeleton_->maps.flow_counters);
+    auto sum = [&](uint32_t index) {
+      uint64_t total = 0;
+      if (bpf_map_lookup_elem(fd, &index, values.data()) != 0) return total;
+      for (uint64_t value : values) total += value;
+      return total;
+    };
+    counters.events = sum(HBONE_COUNTER_EVENTS);
+    counters.lost_events = sum(HBONE_COUNTER_LOST_EVENTS);
+    counters.state_full = sum(HBONE_COUNTER_STATE_FULL);
+    counters.late_flows = sum(HBONE_COUNTER_LATE_FLOWS);
+    counters.decode_errors = decode_errors_;
+    return counters;
+  }
+
+ private:
+  static int OnRecord(void* context, void* data, size_t size) {
+    auto* self = static_cast<BpfFlowTracer*>(context);
+    Result<FlowEvent> event =
+        DecodeFlowEvent(std::span(static_cast<const uint8_t*>(data), size), self->offset_ns_);
+    if (!event.ok()) {
+      ++self->decode_errors_;
+      return 0;
+    }
+    ++self->polled_;
+    if (self->sink_ != nullptr) (*self->sink_)(*event);
+    return 0;
+  }
+
+  // Declared before the ring: the ring (which maps the ring-buffer map) is freed first.
+  SkeletonPtr skeleton_;
+  std::unique_ptr<ring_buffer, RingBufferDeleter> ring_;
+  AttachMode mode_;
+  TracerProbe probe_;
+  int64_t offset_ns_;
+  const std::function<void(const FlowEvent&)>* sink_ = nullptr;
+  size_t polled_ = 0;
+  uint64_t decode_errors_ = 0;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<FlowTracer>> StartFlowTracer(const TracerOptions& options) {
+  TracerProbe probe = ProbeTracing(options);
+  if (options.ports.empty() || options.ports.size() > HBONE_MAX_PORTS) {
+    return TracingError("between 1 and " + std::to_string(HBONE_MAX_PORTS) +
+                            " traced ports are supported, got " +
+                            std::to_string(options.ports.size()),
+                        EINVAL);
+  }
+  if (!probe.btf_present) {
+    return TracingError("no kernel BTF at " + options.btf_path +
+                            " (CONFIG_DEBUG_INFO_BTF): the CO-RE tracer cannot be relocated",
+                        ENOENT);
+  }
+  if (!probe.capabilities_ok) {
+    return TracingError(
+        "missing capabilities: the tracer needs CAP_BPF and CAP_PERFMON (or CAP_SYS_ADMIN)", EPERM);
+  }
+  if (probe.lockdown == "confidentiality") {
+    return TracingError("kernel lockdown=confidentiality forbids reading kernel memory from BPF",
+                        EPERM);
+  }
+  libbpf_set_print(LibbpfPrint);
+  std::vector<AttachMode> modes = {options.attach};
+  if (options.attach == AttachMode::kAuto) {
+    modes = {AttachMode::kTpBtf, AttachMode::kRawTp, AttachMode::kTracepoint};
+  }
+  int last_error = 0;
+  for (AttachMode mode : modes) {
+    const std::string name(AttachModeName(mode));
+    if (mode == AttachMode::kTracepoint && !probe.tracefs_mounted) {
+      probe.attempts.push_back(name + ": tracefs is not mounted at " + options.tracefs_path +
+                               " (the agent does not mount it)");
+      last_error = ENOENT;
+      continue;
+    }
+    Result<SkeletonPtr> loaded = LoadFlavour(options, mode);
+    if (!loaded.ok()) {
+      probe.attempts.push_back(name + ": " + loaded.error().message);
+      last_error = loaded.error().error_number;
+      continue;
+    }
+    probe.attempts.push_back(name + ": ok");
+    auto tracer = std::make_unique<BpfFlowTracer>(std::move(loaded).value(), mode, probe);
+    if (Result<bool> ring = tracer->OpenRing(); !ring.ok()) return ring.error();
+    return std::unique_ptr<FlowTracer>(std::move(tracer));
+  }
+  std::string message = "no attach type worked: ";
+  for (size_t i = 0; i < probe.attempts.size(); ++i) {
+    if (i > 0) message += "; ";
+    message += probe.attempts[i];
+  }
+  return TracingError(message, last_error);
+}
+
+#endif
+
+}  // namespace ad

@@ -1,0 +1,677 @@
+// The HBONE flow tracer on the real kernel: two netns joined by a veth pair, a server on :15008 in
+// one, clients in the other, real traffic. Each connection gives exactly its outcome (closed,
+// refused, reset, timeout) with the right 5-tuple and netns inode; other ports give no event;
+// lost events are counted; the raw_tp and tracepoint flavours work when forced; without BTF or
+// capabilities the loader reports why. Sockets are created on threads that enter a netns through
+// NetnsGuard (a socket stays in the netns it was made in), so the test needs no helper process.
+#include "tracing/flow_tracer.h"
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <linux/capability.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/mount.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <functional>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "child_process_util.h"
+#include "flows/flow_table.h"
+#include "netns_test_util.h"
+#include "scoped_child.h"
+#include "sources/netns/netns_guard.h"
+#include "sources/unique_fd.h"
+#include "tracing/live_tcp.h"
+
+namespace ad {
+namespace {
+
+using testing::Capture;
+using testing::InodeOf;
+using testing::IsRoot;
+using testing::Run;
+using testing::ScopedNetns;
+
+constexpr const char* kServerIp = "10.211.0.1";
+constexpr const char* kNoListenerIp = "10.211.0.3";  // on the server's veth, nothing bound
+constexpr const char* kClientIp = "10.211.0.2";
+constexpr uint16_t kHbonePort = 15008;
+constexpr uint16_t kOtherPort = 15009;
+
+sockaddr_in Address(const char* ip, uint16_t port) {
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(port);
+  ::inet_pton(AF_INET, ip, &address.sin_addr);
+  return address;
+}
+
+// A TCP socket created inside `netns_path` (on a worker thread; it stays in that netns).
+UniqueFd SocketIn(const std::string& netns_path) {
+  UniqueFd fd;
+  std::thread worker([&] {
+    Result<NetnsGuard> guard = NetnsGuard::Enter(netns_path);
+    if (guard.ok()) fd.Reset(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  });
+  worker.join();
+  return fd;
+}
+
+uint16_t LocalPort(int fd) {
+  sockaddr_in address{};
+  socklen_t length = sizeof(address);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
+  return ntohs(address.sin_port);
+}
+
+bool WriteAll(int fd, size_t bytes) {
+  std::vector<char> data(bytes, 'x');
+  size_t done = 0;
+  while (done < bytes) {
+    const ssize_t n = ::send(fd, data.data() + done, bytes - done, MSG_NOSIGNAL);
+    if (n <= 0) return false;
+    done += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+bool ReadExactly(int fd, size_t bytes) {
+  std::vector<char> data(bytes);
+  size_t done = 0;
+  while (done < bytes) {
+    const ssize_t n = ::recv(fd, data.data() + done, bytes - done, 0);
+    if (n <= 0) return false;
+    done += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+void SetReceiveTimeout(int fd, int seconds) {
+  timeval timeout{.tv_sec = seconds, .tv_usec = 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+}
+
+// Two netns joined by a veth pair: server 10.211.0.1 (+ .3 without listener), client .2.
+class VethPair {
+ public:
+  VethPair() : server_("ebpf-srv"), client_("ebpf-cli") {
+    static std::atomic<int> counter{0};
+    const std::string tag = std::to_string(::getpid() % 100000) + "x" + std::to_string(counter++);
+    const std::string a = "veb" + tag + "a";
+    const std::string b = "veb" + tag + "b";
+    ok_ = server_.ok() && client_.ok() &&
+          Run("ip link add " + a + " netns " + server_.name() + " type veth peer name " + b +
+              " netns " + client_.name()) == 0 &&
+          server_.Exec("ip addr add " + std::string(kServerIp) + "/24 dev " + a) == 0 &&
+          server_.Exec("ip addr add " + std::string(kNoListenerIp) + "/24 dev " + a) == 0 &&
+          server_.Exec("ip link set " + a + " up") == 0 && server_.Exec("ip link set lo up") == 0 &&
+          client_.Exec("ip addr add " + std::string(kClientIp) + "/24 dev " + b) == 0 &&
+          client_.Exec("ip link set " + b + " up") == 0 && client_.Exec("ip link set lo up") == 0;
+  }
+  bool ok() const { return ok_; }
+  const ScopedNetns& server() const { return server_; }
+  const ScopedNetns& client() const { return client_; }
+  uint32_t server_inode() const { return static_cast<uint32_t>(InodeOf(server_.path())); }
+  uint32_t client_inode() const { return static_cast<uint32_t>(InodeOf(client_.path())); }
+
+ private:
+  ScopedNetns server_;  // deleting a netns removes its veth end, and so the pair
+  ScopedNetns client_;
+  bool ok_ = false;
+};
+
+UniqueFd ListenIn(const std::string& netns_path, const char* ip, uint16_t port) {
+  UniqueFd fd = SocketIn(netns_path);
+  const int one = 1;
+  ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  sockaddr_in address = Address(ip, port);
+  if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
+      ::listen(fd.get(), 128) != 0) {
+    return UniqueFd();
+  }
+  return fd;
+}
+
+// Connects a client socket made in the client netns; returns the socket (connected or not) and
+// the connect() errno (0 on success).
+std::pair<UniqueFd, int> Connect(const VethPair& lab, const char* ip, uint16_t port,
+                                 uint16_t bind_port = 0) {
+  UniqueFd fd = SocketIn(lab.client().path());
+  if (bind_port != 0) {
+    sockaddr_in local = Address(kClientIp, bind_port);
+    ::bind(fd.get(), reinterpret_cast<sockaddr*>(&local), sizeof(local));
+  }
+  sockaddr_in address = Address(ip, port);
+  const int rc = ::connect(fd.get(), reinterpret_cast<sockaddr*>(&address), sizeof(address));
+  return {std::move(fd), rc == 0 ? 0 : errno};
+}
+
+class FlowTracerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!IsRoot()) GTEST_SKIP() << "needs root (BPF, netns)";
+    if (!ProbeTracing(TracerOptions{}).btf_present) {
+      GTEST_SKIP() << "kernel has no BTF at /sys/kernel/btf/vmlinux";
+    }
+    lab_.emplace();
+    ASSERT_TRUE(lab_->ok()) << "veth lab setup failed";
+  }
+
+  std::unique_ptr<FlowTracer> Start(TracerOptions options = {}) {
+    Result<std::unique_ptr<FlowTracer>> tracer = StartFlowTracer(options);
+    EXPECT_TRUE(tracer.ok()) << tracer.error().message;
+    return tracer.ok() ? std::move(tracer).value() : nullptr;
+  }
+
+  bool Ours(const Flow& flow) const {
+    return flow.netns_inode == lab_->server_inode() || flow.netns_inode == lab_->client_inode();
+  }
+
+  // Polls until `done(events)` holds (or 15 s pass: a bound on waiting, not a time assertion).
+  std::vector<FlowEvent> PollUntil(FlowTracer& tracer,
+                                   const std::function<bool(const std::vector<FlowEvent>&)>& done) {
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(15);
+    while (!done(events_) && std::chrono::steady_clock::now() < give_up) {
+      Result<size_t> polled = tracer.Poll(std::chrono::milliseconds(100), [&](const FlowEvent& e) {
+        if (Ours(e.flow)) events_.push_back(e);
+      });
+      EXPECT_TRUE(polled.ok()) << polled.error().message;
+      if (!polled.ok()) break;
+    }
+    return events_;
+  }
+
+  static std::function<bool(const std::vector<FlowEvent>&)> Closes(size_t n) {
+    return [n](const std::vector<FlowEvent>& events) {
+      size_t closes = 0;
+      for (const FlowEvent& e : events) closes += e.kind == FlowEventKind::kClose ? 1 : 0;
+      return closes >= n;
+    };
+  }
+
+  static std::vector<Flow> ClosedFlows(const std::vector<FlowEvent>& events, FlowRole role) {
+    std::vector<Flow> flows;
+    for (const FlowEvent& e : events) {
+      if (e.kind == FlowEventKind::kClose && e.flow.role == role) flows.push_back(e.flow);
+    }
+    return flows;
+  }
+
+  // One connection: client sends 5000 bytes, server answers 3000, client closes, then server.
+  void EstablishedExchange(uint16_t port, uint16_t* client_port) {
+    UniqueFd listener = ListenIn(lab_->server().path(), kServerIp, port);
+    ASSERT_TRUE(listener.valid());
+    std::thread server([&] {
+      UniqueFd conn(::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
+      SetReceiveTimeout(conn.get(), 10);
+      if (ReadExactly(conn.get(), 5000) && WriteAll(conn.get(), 3000)) {
+        char byte;
+        (void)::recv(conn.get(), &byte, 1, 0);  // the client's FIN
+      }
+    });
+    auto [client, err] = Connect(*lab_, kServerIp, port);
+    EXPECT_EQ(err, 0) << std::strerror(err);
+    *client_port = LocalPort(client.get());
+    SetReceiveTimeout(client.get(), 10);
+    EXPECT_TRUE(WriteAll(client.get(), 5000));
+    EXPECT_TRUE(ReadExactly(client.get(), 3000));
+    client.Reset();
+    server.join();
+  }
+
+  std::optional<VethPair> lab_;
+  std::vector<FlowEvent> events_;
+};
+
+TEST_F(FlowTracerTest, EstablishedConnectionHasBytesTupleNetnsAndLatency) {
+  auto tracer = Start();
+  ASSERT_NE(tracer, nullptr);
+  // auto picks the best flavour that works: tp_btf on the project's machine kind.
+  EXPECT_NE(tracer->attach_mode(), AttachMode::kAuto);
+  EXPECT_TRUE(tracer->probe().attempts.back().ends_with(": ok")) << tracer->probe().attempts.back();
+  uint16_t client_port = 0;
+  EstablishedExchange(kHbonePort, &client_port);
+  std::vector<FlowEvent> events = PollUntil(*tracer, Closes(2));
+
+  std::vector<Flow> clients = ClosedFlows(events, FlowRole::kClient);
+  std::vector<Flow> servers = ClosedFlows(events, FlowRole::kServer);
+  ASSERT_EQ(clients.size(), 1u);
+  ASSERT_EQ(servers.size(), 1u);
+  const Flow& client = clients[0];
+  EXPECT_EQ(client.outcome, FlowOutcome::kClosed) << FlowOutcomeName(client.outcome);
+  EXPECT_EQ(client.netns_inode, lab_->client_inode());
+  EXPECT_EQ(client.tuple.src.ToString(), kClientIp);
+  EXPECT_EQ(client.tuple.src_port, client_port);
+  EXPECT_EQ(client.tuple.dst.ToString(), kServerIp);
+  EXPECT_EQ(client.tuple.dst_port, kHbonePort);
+  EXPECT_EQ(client.bytes_sent, 5000u);
+  EXPECT_EQ(client.bytes_received, 3000u);
+  EXPECT_TRUE(client.cookie_known);
+  EXPECT_TRUE(client.ConnectLatencyUs().has_value());
+  EXPECT_GT(client.ended_unix_ns, 0);
+  EXPECT_EQ(client.resets(), 0u);
+
+  const Flow& server = servers[0];
+  EXPECT_EQ(server.outcome, FlowOutcome::kClosed) << FlowOutcomeName(server.outcome);
+  EXPECT_EQ(server.netns_inode, lab_->server_inode());
+  EXPECT_EQ(server.tuple.src.ToString(), kServerIp);
+  EXPECT_EQ(server.tuple.src_port, kHbonePort);
+  EXPECT_EQ(server.tuple.dst.ToString(), kClientIp);
+  EXPECT_EQ(server.tuple.dst_port, client_port);
+  EXPECT_EQ(server.bytes_sent, 3000u);
+  EXPECT_EQ(server.bytes_received, 5000u);
+
+  // Exactly one open event per side, before its close.
+  size_t opens = 0;
+  for (const FlowEvent& e : events) opens += e.kind == FlowEventKind::kOpen ? 1 : 0;
+  EXPECT_EQ(opens, 2u);
+  EXPECT_EQ(tracer->Counters().lost_events, 0u);
+}
+
+TEST_F(FlowTracerTest, ConnectionToAnAddressWithoutListenerIsRefused) {
+  auto tracer = Start();
+  ASSERT_NE(tracer, nullptr);
+  auto [client, err] = Connect(*lab_, kNoListenerIp, kHbonePort);
+  EXPECT_EQ(err, ECONNREFUSED);
+  const uint16_t client_port = LocalPort(client.get());
+  std::vector<FlowEvent> events = PollUntil(*tracer, Closes(1));
+  std::vector<Flow> clients = ClosedFlows(events, FlowRole::kClient);
+  ASSERT_EQ(clients.size(), 1u);
+  EXPECT_EQ(clients[0].outcome, FlowOutcome::kRefused) << FlowOutcomeName(clients[0].outcome);
+  EXPECT_EQ(clients[0].tuple.dst.ToString(), kNoListenerIp);
+  EXPECT_EQ(clients[0].tuple.dst_port, kHbonePort);
+  EXPECT_EQ(clients[0].netns_inode, lab_->client_inode());
+  if (client_port != 0) {
+    EXPECT_EQ(clients[0].tuple.src_port, client_port);
+  }
+  EXPECT_GE(clients[0].resets_received, 1u);
+  EXPECT_TRUE(ClosedFlows(events, FlowRole::kServer).empty()) << "no socket on the server side";
+}
+
+TEST_F(FlowTracerTest, ServerAbortWithLingerZeroIsResetOnBothSides) {
+  auto tracer = Start();
+  ASSERT_NE(tracer, nullptr);
+  UniqueFd listener = ListenIn(lab_->server().path(), kServerIp, kHbonePort);
+  ASSERT_TRUE(listener.valid());
+  std::thread server([&] {
+    UniqueFd conn(::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
+    SetReceiveTimeout(conn.get(), 10);
+    char byte;
+    (void)::recv(conn.get(), &byte, 1, 0);
+    linger abort_on_close{.l_onoff = 1, .l_linger = 0};
+    ::setsockopt(conn.get(), SOL_SOCKET, SO_LINGER, &abort_on_close, sizeof(abort_on_close));
+  });
+  auto [client, err] = Connect(*lab_, kServerIp, kHbonePort);
+  ASSERT_EQ(err, 0);
+  ASSERT_TRUE(WriteAll(client.get(), 1));
+  server.join();
+  SetReceiveTimeout(client.get(), 10);
+  char byte;
+  EXPECT_LT(::recv(client.get(), &byte, 1, 0), 0);
+  EXPECT_EQ(errno, ECONNRESET);
+  std::vector<FlowEvent> events = PollUntil(*tracer, Closes(2));
+  std::vector<Flow> clients = ClosedFlows(events, FlowRole::kClient);
+  std::vector<Flow> servers = ClosedFlows(events, FlowRole::kServer);
+  ASSERT_EQ(clients.size(), 1u);
+  ASSERT_EQ(servers.size(), 1u);
+  EXPECT_EQ(clients[0].outcome, FlowOutcome::kReset) << FlowOutcomeName(clients[0].outcome);
+  EXPECT_GE(clients[0].resets_received, 1u);
+  EXPECT_EQ(servers[0].outcome, FlowOutcome::kReset) << FlowOutcomeName(servers[0].outcome);
+  EXPECT_EQ(servers[0].netns_inode, lab_->server_inode());
+}
+
+TEST_F(FlowTracerTest, DroppedSynTimesOutAndIsVisibleWhileConnecting) {
+  constexpr uint16_t kDroppedSourcePort = 41999;
+  ASSERT_EQ(lab_->client().Exec("sysctl -w net.ipv4.tcp_syn_retries=1"), 0);
+  ASSERT_EQ(lab_->server().ExecWithInput("nft -f -",
+                                         "table inet adt_ebpf_drop {\n"
+                                         "  chain input {\n"
+                                         "    type filter hook input priority 0;\n"
+                                         "    tcp sport " +
+                                             std::to_string(kDroppedSourcePort) +
+                                             " drop\n"
+                                             "  }\n"
+                                             "}\n"),
+            0);
+  UniqueFd listener = ListenIn(lab_->server().path(), kServerIp, kHbonePort);
+  ASSERT_TRUE(listener.valid());
+  auto tracer = Start();
+  ASSERT_NE(tracer, nullptr);
+  auto [client, err] = Connect(*lab_, kServerIp, kHbonePort, kDroppedSourcePort);
+  EXPECT_EQ(err, ETIMEDOUT) << std::strerror(err);
+  std::vector<FlowEvent> events = PollUntil(*tracer, Closes(1));
+  std::vector<Flow> clients = ClosedFlows(events, FlowRole::kClient);
+  ASSERT_EQ(clients.size(), 1u);
+  EXPECT_EQ(clients[0].outcome, FlowOutcome::kTimeout) << FlowOutcomeName(clients[0].outcome);
+  EXPECT_EQ(clients[0].tuple.src_port, kDroppedSourcePort);
+  EXPECT_EQ(clients[0].tuple.dst_port, kHbonePort);
+  EXPECT_GE(clients[0].retransmits, 1u);
+  EXPECT_FALSE(clients[0].ConnectLatencyUs().has_value());
+  // The open event came at the first SYN retransmit: the connect was visible before it failed.
+  bool connecting = false;
+  for (const FlowEvent& e : events) {
+    connecting = connecting ||
+                 (e.kind == FlowEventKind::kOpen && e.flow.outcome == FlowOutcome::kConnecting);
+  }
+  EXPECT_TRUE(connecting);
+}
+
+TEST_F(FlowTracerTest, OtherPortsGiveNoEvent) {
+  auto tracer = Start();
+  ASSERT_NE(tracer, nullptr);
+  uint16_t other_port = 0;
+  EstablishedExchange(kOtherPort, &other_port);
+  auto [refused, err] = Connect(*lab_, kNoListenerIp, kOtherPort);
+  EXPECT_EQ(err, ECONNREFUSED);
+  // Then a traced connection: once its events are in, the untraced ones would have been too.
+  uint16_t traced_port = 0;
+  EstablishedExchange(kHbonePort, &traced_port);
+  std::vector<FlowEvent> events = PollUntil(*tracer, Closes(2));
+  for (const FlowEvent& e : events) {
+    EXPECT_TRUE(e.flow.tuple.src_port == kHbonePort || e.flow.tuple.dst_port == kHbonePort)
+        << e.flow.tuple.src_port << " -> " << e.flow.tuple.dst_port;
+  }
+  EXPECT_EQ(ClosedFlows(events, FlowRole::kClient).size(), 1u);
+}
+
+TEST_F(FlowTracerTest, ConfiguredPortsAreTraced) {
+  TracerOptions options;
+  options.ports = {15001, kOtherPort};
+  auto tracer = Start(options);
+  ASSERT_NE(tracer, nullptr);
+  uint16_t client_port = 0;
+  EstablishedExchange(kOtherPort, &client_port);
+  std::vector<FlowEvent> events = PollUntil(*tracer, Closes(2));
+  std::vector<Flow> clients = ClosedFlows(events, FlowRole::kClient);
+  ASSERT_EQ(clients.size(), 1u);
+  EXPECT_EQ(clients[0].tuple.dst_port, kOtherPort);
+}
+
+TEST_F(FlowTracerTest, AllConnectsTracesClientsOfAnyPortButNotTheirServers) {
+  TracerOptions options;
+  options.trace_all_connects = true;
+  auto tracer = Start(options);
+  ASSERT_NE(tracer, nullptr);
+  uint16_t client_port = 0;
+  EstablishedExchange(kOtherPort, &client_port);
+  std::vector<FlowEvent> events = PollUntil(*tracer, Closes(1));
+  std::vector<Flow> clients = ClosedFlows(events, FlowRole::kClient);
+  ASSERT_EQ(clients.size(), 1u);
+  EXPECT_EQ(clients[0].tuple.dst_port, kOtherPort);
+  EXPECT_EQ(clients[0].tuple.src_port, client_port);
+  EXPECT_EQ(clients[0].outcome, FlowOutcome::kClosed);
+  EXPECT_TRUE(ClosedFlows(events, FlowRole::kServer).empty()) << "15009 is not a traced port";
+}
+
+TEST_F(FlowTracerTest, Ipv6LoopbackConnectionInsideANetns) {
+  auto tracer = Start();
+  ASSERT_NE(tracer, nullptr);
+  auto socket6 = [&] {
+    UniqueFd fd;
+    std::thread worker([&] {
+      Result<NetnsGuard> guard = NetnsGuard::Enter(lab_->client().path());
+      if (guard.ok()) fd.Reset(::socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    });
+    worker.join();
+    return fd;
+  };
+  sockaddr_in6 address{};
+  address.sin6_family = AF_INET6;
+  address.sin6_port = htons(kHbonePort);
+  address.sin6_addr = in6addr_loopback;
+  UniqueFd listener = socket6();
+  ASSERT_EQ(::bind(listener.get(), reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0)
+      << std::strerror(errno);
+  ASSERT_EQ(::listen(listener.get(), 4), 0);
+  UniqueFd client = socket6();
+  ASSERT_EQ(::connect(client.get(), reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0)
+      << std::strerror(errno);
+  UniqueFd conn(::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
+  ASSERT_TRUE(WriteAll(client.get(), 700));
+  ASSERT_TRUE(ReadExactly(conn.get(), 700));
+  client.Reset();
+  conn.Reset();
+  std::vector<FlowEvent> events = PollUntil(*tracer, Closes(2));
+  std::vector<Flow> clients = ClosedFlows(events, FlowRole::kClient);
+  ASSERT_EQ(clients.size(), 1u);
+  EXPECT_TRUE(clients[0].tuple.src.ipv6);
+  EXPECT_EQ(clients[0].tuple.src.ToString(), "::1");
+  EXPECT_EQ(clients[0].tuple.dst.ToString(), "::1");
+  EXPECT_EQ(clients[0].tuple.dst_port, kHbonePort);
+  EXPECT_EQ(clients[0].bytes_sent, 700u);
+  EXPECT_EQ(clients[0].netns_inode, lab_->client_inode());
+  EXPECT_EQ(ClosedFlows(events, FlowRole::kServer).size(), 1u);
+}
+
+TEST_F(FlowTracerTest, OpenFlowShowsGrowingLiveBytesBeforeItCloses) {
+  auto tracer = Start();
+  ASSERT_NE(tracer, nullptr);
+  UniqueFd listener = ListenIn(lab_->server().path(), kServerIp, kHbonePort);
+  ASSERT_TRUE(listener.valid());
+  auto [client, err] = Connect(*lab_, kServerIp, kHbonePort);
+  ASSERT_EQ(err, 0);
+  UniqueFd conn(::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
+  ASSERT_TRUE(conn.valid());
+  FlowTable table;
+  std::vector<FlowEvent> events = PollUntil(*tracer, [](const std::vector<FlowEvent>& e) {
+    return e.size() >= 2;  // both open events
+  });
+  for (const FlowEvent& e : events) table.Apply(e);
+  ASSERT_EQ(table.open_count(), 2u);
+
+  auto refresh = [&] {
+    std::vector<LiveSocketStats> live;
+    for (const ScopedNetns* netns : {&lab_->client(), &lab_->server()}) {
+      Result<std::vector<LiveSocketStats>> sockets =
+          ReadLiveTcpSockets(netns->path(), {kHbonePort});
+      EXPECT_TRUE(sockets.ok()) << sockets.error().message;
+      if (sockets.ok()) live.insert(live.end(), sockets->begin(), sockets->end());
+    }
+    EXPECT_EQ(table.RefreshLive(live), 2u);
+  };
+  auto client_flow = [&] {
+    for (const Flow& flow : table.View().open) {
+      if (flow.role == FlowRole::kClient) return flow;
+    }
+    return Flow{};
+  };
+  ASSERT_TRUE(WriteAll(client.get(), 1000));
+  ASSERT_TRUE(ReadExactly(conn.get(), 1000));
+  refresh();
+  EXPECT_EQ(client_flow().bytes_sent, 1000u);
+  EXPECT_TRUE(client_flow().live);
+  ASSERT_TRUE(WriteAll(client.get(), 1500));
+  ASSERT_TRUE(ReadExactly(conn.get(), 1500));
+  refresh();
+  EXPECT_EQ(client_flow().bytes_sent, 2500u);
+  for (const Flow& flow : table.View().open) {
+    if (flow.role == FlowRole::kServer) {
+      EXPECT_EQ(flow.bytes_received, 2500u);
+    }
+  }
+}
+
+TEST_F(FlowTracerTest, RingBufferLossIsCounted) {
+  TracerOptions options;
+  options.ring_bytes = 4096;  // one page: about 30 events
+  auto tracer = Start(options);
+  ASSERT_NE(tracer, nullptr);
+  UniqueFd listener = ListenIn(lab_->server().path(), kServerIp, kHbonePort);
+  ASSERT_TRUE(listener.valid());
+  // 100 connections without reading the ring: ~400 events into room for ~30.
+  for (int i = 0; i < 100; ++i) {
+    auto [client, err] = Connect(*lab_, kServerIp, kHbonePort);
+    ASSERT_EQ(err, 0);
+    UniqueFd conn(::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
+    linger abort_on_close{.l_onoff = 1, .l_linger = 0};
+    ::setsockopt(conn.get(), SOL_SOCKET, SO_LINGER, &abort_on_close, sizeof(abort_on_close));
+  }
+  const TracerCounters counters = tracer->Counters();
+  EXPECT_GT(counters.lost_events, 0u);
+  EXPECT_GT(counters.events, 0u);
+  size_t delivered = 0;
+  (void)tracer->Poll(std::chrono::milliseconds(0), [&](const FlowEvent&) { ++delivered; });
+  EXPECT_GT(delivered, 0u);
+  EXPECT_LT(delivered, 400u);
+}
+
+TEST_F(FlowTracerTest, RawTpCanBeForced) {
+  TracerOptions options;
+  options.attach = AttachMode::kRawTp;
+  auto tracer = Start(options);
+  ASSERT_NE(tracer, nullptr);
+  EXPECT_EQ(tracer->attach_mode(), AttachMode::kRawTp);
+  uint16_t client_port = 0;
+  EstablishedExchange(kHbonePort, &client_port);
+  std::vector<FlowEvent> events = PollUntil(*tracer, Closes(2));
+  std::vector<Flow> clients = ClosedFlows(events, FlowRole::kClient);
+  ASSERT_EQ(clients.size(), 1u);
+  EXPECT_EQ(clients[0].outcome, FlowOutcome::kClosed);
+  EXPECT_EQ(clients[0].tuple.src_port, client_port);
+  EXPECT_EQ(clients[0].bytes_sent, 5000u);
+  EXPECT_EQ(clients[0].netns_inode, lab_->client_inode());
+}
+
+TEST_F(FlowTracerTest, TracepointNeedsTracefsAndWorksWithIt) {
+  TracerOptions options;
+  options.attach = AttachMode::kTracepoint;
+  options.tracefs_path = "/nonexistent/tracing";
+  Result<std::unique_ptr<FlowTracer>> refused = StartFlowTracer(options);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().message.find("tracefs is not mounted"), std::string::npos)
+      << refused.error().message;
+
+  // The test (never the agent) mounts tracefs when it is absent, and unmounts it again.
+  options.tracefs_path = "/sys/kernel/tracing";
+  bool mounted_here = false;
+  if (!ProbeTracing(options).tracefs_mounted) {
+    if (::mount("tracefs", "/sys/kernel/tracing", "tracefs", 0, nullptr) != 0) {
+      GTEST_SKIP() << "cannot mount tracefs: " << std::strerror(errno);
+    }
+    mounted_here = true;
+  }
+  struct Unmount {
+    bool active;
+    ~Unmount() {
+      if (active) ::umount2("/sys/kernel/tracing", MNT_DETACH);
+    }
+  } unmount{mounted_here};
+  auto tracer = Start(options);
+  ASSERT_NE(tracer, nullptr);
+  EXPECT_EQ(tracer->attach_mode(), AttachMode::kTracepoint);
+  uint16_t client_port = 0;
+  EstablishedExchange(kHbonePort, &client_port);
+  std::vector<FlowEvent> events = PollUntil(*tracer, Closes(2));
+  std::vector<Flow> clients = ClosedFlows(events, FlowRole::kClient);
+  ASSERT_EQ(clients.size(), 1u);
+  EXPECT_EQ(clients[0].outcome, FlowOutcome::kClosed);
+  EXPECT_EQ(clients[0].bytes_received, 3000u);
+  tracer.reset();  // detach before unmounting
+}
+
+TEST(FlowTracerUnavailable, MissingBtfIsAReasonNotACrash) {
+  TracerOptions options;
+  options.btf_path = "/nonexistent/vmlinux";
+  Result<std::unique_ptr<FlowTracer>> tracer = StartFlowTracer(options);
+  ASSERT_FALSE(tracer.ok());
+  EXPECT_EQ(tracer.error().kind, SourceKind::kTracing);
+  EXPECT_NE(tracer.error().message.find("no kernel BTF"), std::string::npos)
+      << tracer.error().message;
+}
+
+TEST(FlowTracerUnavailable, BadPortListIsRefused) {
+  TracerOptions options;
+  options.ports = {};
+  EXPECT_FALSE(StartFlowTracer(options).ok());
+  options.ports = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+  EXPECT_FALSE(StartFlowTracer(options).ok());
+}
+
+TEST(FlowTracerUnavailable, WithoutCapabilitiesItReportsWhy) {
+  if (!IsRoot()) GTEST_SKIP() << "needs root to drop capabilities in a child";
+  int pipe_fds[2];
+  ASSERT_EQ(::pipe2(pipe_fds, O_CLOEXEC), 0);
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ::close(pipe_fds[0]);
+    __user_cap_header_struct header{};
+    header.version = _LINUX_CAPABILITY_VERSION_3;
+    header.pid = 0;
+    __user_cap_data_struct none[2] = {};
+    if (::syscall(SYS_capset, &header, none) != 0) ::_exit(3);
+    Result<std::unique_ptr<FlowTracer>> tracer = StartFlowTracer(TracerOptions{});
+    const std::string message = tracer.ok() ? "LOADED" : tracer.error().message;
+    (void)!::write(pipe_fds[1], message.data(), message.size());
+    ::_exit(0);
+  }
+  ::close(pipe_fds[1]);
+  std::string message;
+  char buffer[512];
+  ssize_t n;
+  while ((n = ::read(pipe_fds[0], buffer, sizeof(buffer))) > 0) message.append(buffer, n);
+  ::close(pipe_fds[0]);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status)) << "the child crashed";
+  ASSERT_EQ(WEXITSTATUS(status), 0) << "capset failed in the child";
+  EXPECT_NE(message.find("missing capabilities"), std::string::npos) << message;
+}
+
+// The `flows` command end to end: it traces for its --duration while this test makes traced
+// connections, then prints them as JSON; without BTF it exits 2 with the reason.
+TEST_F(FlowTracerTest, FlowsCommandPrintsTracedConnections) {
+  testing::ScopedTempDir dir("adt-ebpf-flows");
+  const std::string out = dir.path() + "/flows.json";
+  const std::string binary = std::string(AD_BINARY_DIR) + "/agent/ambient-doctor";
+  UniqueFd listener = ListenIn(lab_->server().path(), kServerIp, kHbonePort);
+  ASSERT_TRUE(listener.valid());
+  std::atomic<bool> serving{true};
+  std::thread server([&] {
+    while (serving) {
+      pollfd poll_fd{.fd = listener.get(), .events = POLLIN, .revents = 0};
+      if (::poll(&poll_fd, 1, 100) != 1) continue;
+      UniqueFd conn(::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
+    }
+  });
+  testing::ScopedChild flows(
+      {binary, "flows", "--duration", "3s", "-o", "json", "--netns", lab_->client().path()}, "",
+      out);
+  // Connect until the command is done (it loads in tens of ms; some connects may predate it).
+  int exit_code = -1;
+  while ((exit_code = flows.Wait(std::chrono::milliseconds(200))) == -1) {
+    auto [client, err] = Connect(*lab_, kServerIp, kHbonePort);
+    EXPECT_EQ(err, 0);
+  }
+  serving = false;
+  server.join();
+  EXPECT_EQ(exit_code, 0);
+  const std::string json = testing::ReadFile(out);
+  EXPECT_NE(json.find("\"schema\": \"ambient-doctor.flows/v1\""), std::string::npos) << json;
+  EXPECT_NE(json.find("\"attach\": \""), std::string::npos) << json;
+  EXPECT_NE(json.find("\"dst_ip\": \"10.211.0.1\""), std::string::npos) << json;
+  EXPECT_NE(json.find("\"inode\": " + std::to_string(lab_->client_inode())), std::string::npos);
+  EXPECT_EQ(json.find("\"inode\": " + std::to_string(lab_->server_inode())), std::string::npos)
+      << "--netns keeps only the client netns";
+
+  const std::string refused =
+      Capture(binary + " flows --duration 1s --attach tp_btf --port 0 2>&1; echo rc=$?");
+  EXPECT_NE(refused.find("bad --port"), std::string::npos) << refused;
+  EXPECT_NE(refused.find("rc=2"), std::string::npos) << refused;
+  const std::string no_btf =
+      Capture(binary + " flows --duration 1s --btf /nonexistent 2>&1; echo rc=$?");
+  EXPECT_NE(no_btf.find("tracing unavailable: no kernel BTF"), std::string::npos) << no_btf;
+  EXPECT_NE(no_btf.find("rc=2"), std::string::npos) << no_btf;
+}
+
+}  // namespace
+}  // namespace ad
