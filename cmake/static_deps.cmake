@@ -20,9 +20,13 @@ function(ad_static_archive_of path out_var)
   endif()
 endfunction()
 
-# A plain library name from pkg-config ("re2") or a path: its archive, or "".
+# A plain library name ("re2"), a linker flag from pkg-config ("-lre2": gRPC's Findre2 puts
+# RE2_LDFLAGS there) or a path: its archive, or "".
 function(ad_static_archive_of_item item out_var)
   set(${out_var} "" PARENT_SCOPE)
+  if(item MATCHES "^-l(.+)$")
+    set(item "${CMAKE_MATCH_1}")
+  endif()
   if(item MATCHES "^/")
     ad_static_archive_of("${item}" archive)
     set(${out_var} "${archive}" PARENT_SCOPE)
