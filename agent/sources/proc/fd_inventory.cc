@@ -226,7 +226,7 @@ class InventoryReader {
         if (entry->d_name[0] == '.') continue;
         if (auto stated = StatFd(fd_dir_fd, entry->d_name, 0)) entries.push_back(*stated);
       }
-    } else {
+    } else if (!SameCount(fd_dir_fd, *process, *table, &entries)) {
       std::vector<int> numbers;
       while (dirent* entry = ::readdir(fd_dir.get())) {
         if (auto fd = ParseInt<int>(entry->d_name)) numbers.push_back(*fd);
@@ -258,6 +258,35 @@ class InventoryReader {
     }
     SortUnique(&process->socket_inodes);
     SortUnique(&process->netns_fd_inodes);
+    return true;
+  }
+
+  // The cheap check first: stat() of /proc/<pid>/fd counts the open fds (Linux >= 6.2; 0 before).
+  // With the count unchanged the fd numbers are taken from the table without listing the
+  // directory, and this take's share of them is stat()ed again (Revalidate). True with `entries`
+  // filled when that found nothing new; false when the directory must be listed (count changed
+  // or unknown, a deep take, or a revalidated fd was closed meanwhile).
+  bool SameCount(int fd_dir_fd, const ProcessFds& process, const FdInventoryCache::FdTable& table,
+                 std::vector<FdEntry>* entries) {
+    if (incremental_->deep || table.start_time_unix_ms != process.start_time_unix_ms) return false;
+    struct stat dir {};
+    if (::fstat(fd_dir_fd, &dir) != 0 || dir.st_size <= 0 ||
+        static_cast<size_t>(dir.st_size) != table.fds.size()) {
+      return false;
+    }
+    entries->clear();
+    entries->reserve(table.fds.size());
+    for (const FdEntry& known : table.fds) {
+      if (!Revalidate(known.fd)) {
+        entries->push_back(known);
+        ++incremental_->reused;
+        continue;
+      }
+      const std::string name = std::to_string(known.fd);
+      std::optional<FdEntry> now = StatFd(fd_dir_fd, name.c_str(), known.fd);
+      if (!now) return false;  // closed: another number may be new
+      entries->push_back(*now);
+    }
     return true;
   }
 

@@ -61,14 +61,17 @@ struct FdEntry {
 // first Take, on every `full_every`-th one and on the Take after RequestFull() (a caller that met a
 // socket no known process owns asks for one).
 //
-// A re-read process is read incrementally: its fd directory is listed (one getdents), fd numbers
-// not seen before are stat()ed, vanished ones dropped, and fds still there keep what they were.
+// A re-read process is read incrementally. When stat() of its fd directory shows the same number
+// of open fds as last time (Linux >= 6.2), its fd numbers are taken as they were; otherwise the
+// directory is listed, numbers not seen before are stat()ed, vanished ones dropped, and fds still
+// there keep what they were.
 // An fd number can be closed and reused for another file between two takes (the kernel hands out
 // the lowest free number, so closing a pod's netns fd and opening the next pod's one often gives
 // the same number): a still-present number is stat()ed again on every `revalidate_every`-th take
 // (a rotating 1/N of the numbers each take), on full takes and on the Take after RequestDeep()
 // (callers ask when something suggests new fds, e.g. the node's netns set or the ZDS connections
-// changed). So a reused number is seen within `revalidate_every` takes at the latest.
+// changed). So a reused number, or a count-preserving close + open, is seen within
+// `revalidate_every` takes at the latest.
 class FdInventoryCache {
  public:
   explicit FdInventoryCache(FdInventoryOptions options, int full_every = 12,
