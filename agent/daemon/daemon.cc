@@ -96,8 +96,8 @@ Daemon::Daemon(DaemonOptions options, std::unique_ptr<NetnsInspector> inspector,
       wake_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
   // glibc gives each thread that meets a locked arena a new one (up to 8 per core), and every
   // arena keeps its freed pages: with scan workers, the ZDS sweep thread, HTTP and gRPC threads
-  // that was ~4 MiB of the idle daemon's RSS. Two arenas (the scan has two workers) cost no
-  // measurable scan time. MALLOC_ARENA_MAX still overrides.
+  // that was ~3 MiB of the idle daemon's RSS. Two arenas match the scan's two workers.
+  // MALLOC_ARENA_MAX still overrides.
   if (std::getenv("MALLOC_ARENA_MAX") == nullptr) (void)::mallopt(M_ARENA_MAX, 2);
 }
 

@@ -5,6 +5,7 @@
 // one wake-up, from any thread or a signal handler.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -65,7 +66,7 @@ class Daemon {
   void Stop();
   uint64_t steps() const { return steps_; }
   // Polls that found nothing new and were therefore not published (a subset of steps()).
-  uint64_t unchanged_steps() const { return unchanged_steps_; }
+  uint64_t unchanged_steps() const { return unchanged_steps_.load(); }
   bool event_driven_active() const { return event_driven_active_; }
 
  private:
@@ -77,7 +78,7 @@ class Daemon {
   std::shared_ptr<ResultHub> hub_;
   UniqueFd wake_;  // eventfd: Stop() writes it; Run() checks it between waits
   uint64_t steps_ = 0;
-  uint64_t unchanged_steps_ = 0;
+  std::atomic<uint64_t> unchanged_steps_{0};  // read by tests while Run() goes on
   std::chrono::steady_clock::time_point last_published_{};
   bool failing_ = false;
   bool event_driven_active_ = false;
