@@ -10,7 +10,6 @@
 
 #include <atomic>
 #include <cerrno>
-#include <condition_variable>
 #include <filesystem>
 #include <list>
 #include <map>
@@ -146,7 +145,7 @@ struct ApiServer::Impl final : pb::AmbientDoctor::Service {
   std::atomic<uint64_t> streams_dropped{0};
   std::atomic<uint64_t> streams_refused{0};
   std::mutex streams_mutex;
-  std::condition_variable stopping_changed;  // wakes the watchdog at shutdown
+  std::condition_variable stopping_changed;  // wakes the watchdog at shutdown (via result_hub.h)
   std::list<Stream*> streams;
 
   // Status, accumulated by following the hub.
