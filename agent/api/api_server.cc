@@ -39,6 +39,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr const char* kServiceName = "ambientdoctor.v1.AmbientDoctor";
+// How long the status tracker and an idle watchdog sleep when nothing wakes them.
+constexpr std::chrono::milliseconds kIdleWait{1000};
 
 SourceError ApiError(std::string message, int err = 0) {
   return SourceError{SourceKind::kApi, std::move(message), err};
@@ -352,6 +354,7 @@ struct ApiServer::Impl final : pb::AmbientDoctor::Service {
   std::atomic<uint64_t> streams_dropped{0};
   std::atomic<uint64_t> streams_refused{0};
   std::mutex streams_mutex;
+  std::condition_variable stopping_changed;  // wakes the watchdog at shutdown (via result_hub.h)
   std::list<Stream*> streams;
 
   // Status, accumulated by following the hub.
@@ -397,7 +400,9 @@ struct ApiServer::Impl final : pb::AmbientDoctor::Service {
   void RunTracker() {
     uint64_t seen = 0;
     while (!stopping.load()) {
-      ResultHub::Since since = hub->WaitSince(seen, options.stream_poll);
+      // Woken by the hub on every result and at its stop; the timeout only bounds a shutdown of
+      // the server without the hub (an idle daemon wakes this thread once a second, not ten).
+      ResultHub::Since since = hub->WaitSince(seen, kIdleWait);
       if (since.stopped) return;
       for (const auto& result : since.results) {
         Track(*result);
@@ -407,10 +412,13 @@ struct ApiServer::Impl final : pb::AmbientDoctor::Service {
   }
 
   void RunWatchdog() {
+    std::unique_lock lock(streams_mutex);
     while (!stopping.load()) {
-      std::this_thread::sleep_for(options.stream_poll);
+      // Without streams there is nothing to watch: a new one cannot stall for stalled_write_timeout
+      // (10 s), so a second's wait is soon enough to start watching it.
+      stopping_changed.wait_for(lock, streams.empty() ? kIdleWait : options.stream_poll,
+                                [this] { return stopping.load(); });
       const int64_t now = SteadyMs();
-      std::lock_guard lock(streams_mutex);
       for (Stream* stream : streams) {
         const int64_t started = stream->write_started_ms.load();
         if (started == 0 || stream->dropped.load()) continue;
@@ -801,7 +809,11 @@ ApiServer::~ApiServer() { Shutdown(); }
 void ApiServer::Shutdown(std::chrono::milliseconds grace) {
   if (!impl_ || impl_->shut_down) return;
   impl_->shut_down = true;
-  impl_->stopping = true;
+  {
+    std::lock_guard lock(impl_->streams_mutex);
+    impl_->stopping = true;
+  }
+  impl_->stopping_changed.notify_all();
   if (auto* health = impl_->server->GetHealthCheckService()) {
     health->SetServingStatus(false);
   }

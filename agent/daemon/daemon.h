@@ -5,6 +5,7 @@
 // one wake-up, from any thread or a signal handler.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -26,6 +27,10 @@ struct DaemonOptions {
   EngineConfig engine;
   std::chrono::milliseconds poll_interval{5000};  // ZDS sources and legacy fingerprints
   std::chrono::milliseconds full_resync{60000};   // re-read everything, whatever events said
+  // A poll that found nothing new (Engine: StepPlan::skip_if_unchanged) is not analysed or
+  // published, but one result is published at least this often, so "last scan" times (/healthz,
+  // GetStatus) stay fresh on a quiet node. Zero: publish every poll.
+  std::chrono::milliseconds max_unpublished{30000};
   // Re-read a netns when its nf_tables / rtnetlink events or legacy fingerprint say it changed
   // (ChangeMonitor). Off, or when the event sockets cannot be opened: every poll re-reads all.
   bool event_driven = true;
@@ -60,6 +65,8 @@ class Daemon {
   // Async-signal-safe.
   void Stop();
   uint64_t steps() const { return steps_; }
+  // Polls that found nothing new and were therefore not published (a subset of steps()).
+  uint64_t unchanged_steps() const { return unchanged_steps_.load(); }
   bool event_driven_active() const { return event_driven_active_; }
 
  private:
@@ -71,6 +78,8 @@ class Daemon {
   std::shared_ptr<ResultHub> hub_;
   UniqueFd wake_;  // eventfd: Stop() writes it; Run() checks it between waits
   uint64_t steps_ = 0;
+  std::atomic<uint64_t> unchanged_steps_{0};  // read by tests while Run() goes on
+  std::chrono::steady_clock::time_point last_published_{};
   bool failing_ = false;
   bool event_driven_active_ = false;
   std::set<uint64_t> last_inodes_;  // netns of the last step (what the monitor must watch)

@@ -24,6 +24,33 @@ std::map<SourceKind, std::string> DegradedSources(const NodeSnapshot& snapshot) 
   return degraded;
 }
 
+// What a partial step compares to decide that nothing changed: per netns its record and its
+// listeners' owners (the node sources attribute them), in discovery order.
+struct NetnsInputs {
+  NetnsRecord record;
+  std::vector<std::vector<int>> listener_owners;
+  bool operator==(const NetnsInputs&) const = default;
+};
+
+std::vector<NetnsInputs> InputsOf(const NodeSnapshot& snapshot) {
+  std::vector<NetnsInputs> inputs;
+  inputs.reserve(snapshot.netns.size());
+  for (const NetnsSnapshot& netns : snapshot.netns) {
+    NetnsInputs& in = inputs.emplace_back();
+    in.record = netns.netns;
+    for (const ListeningSocket& listener : netns.listeners) {
+      in.listener_owners.push_back(listener.owner_pids);
+    }
+  }
+  return inputs;
+}
+
+// Node-wide data a partial step may have polled again (everything but times).
+bool SameNodeSources(const NodeSnapshot& a, const NodeSnapshot& b) {
+  return a.errors == b.errors && a.zds_collected == b.zds_collected && a.zds == b.zds &&
+         a.processes == b.processes && a.ztunnels == b.ztunnels && a.cri == b.cri;
+}
+
 }  // namespace
 
 ScanOptions ComposeScan(const EngineConfig& config) {
@@ -84,10 +111,27 @@ EngineStep Engine::Step(const StepPlan& plan) {
   if (plan.full || !last_snapshot_) {
     step.snapshot = ScanNode(scan_, *inspector_);
   } else {
+    // The previous step's inputs, taken before the scan moves its netns out.
+    const bool may_skip =
+        plan.skip_if_unchanged && plan.dirty_netns.empty() && last_usable_ && history_.size() == 0;
+    std::vector<NetnsInputs> inputs_before;
+    if (may_skip) inputs_before = InputsOf(*last_snapshot_);
     ScanReuse reuse{.previous = &*last_snapshot_,
                     .reinspect = plan.dirty_netns,
                     .node_sources = plan.node_sources};
     step.snapshot = ScanNode(scan_, *inspector_, &reuse);
+    // With node sources polled, the previous node data is still in last_snapshot_ (only its
+    // netns were moved out); without, it was moved over unchanged.
+    if (may_skip && (!plan.node_sources || SameNodeSources(step.snapshot, *last_snapshot_)) &&
+        InputsOf(step.snapshot) == inputs_before && ScanUsable(step.snapshot)) {
+      step.snapshot.taken_at_unix_ms = started_at;
+      last_snapshot_ = std::move(step.snapshot);
+      EngineStep unchanged;
+      unchanged.unchanged = true;
+      unchanged.usable = true;
+      unchanged.recently_resolved = recently_resolved_;
+      return unchanged;
+    }
   }
   step.snapshot.taken_at_unix_ms = started_at;
 
@@ -104,6 +148,7 @@ EngineStep Engine::Step(const StepPlan& plan) {
   degraded_ = std::move(degraded);
 
   step.usable = ScanUsable(step.snapshot);
+  last_usable_ = step.usable;
   step.recently_resolved = recently_resolved_;
   last_snapshot_ = step.snapshot;
   if (!step.usable) {

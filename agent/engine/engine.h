@@ -66,6 +66,9 @@ struct EngineStep {
   // !usable), and the engine's ring of recently resolved findings (shared, copied on change).
   std::vector<FindingRecord> finding_records;
   std::shared_ptr<const std::vector<FindingRecord>> recently_resolved;
+  // Set by a step planned with skip_if_unchanged that found nothing new (see StepPlan): the step
+  // carries no data and is not meant to be published; the engine's state is as before.
+  bool unchanged = false;
   // Set on results the hub keeps only for lagging streams: the snapshot keeps its scalars, its
   // source errors and the netns that have errors only, analysis.netns is dropped; changes, findings
   // and records are kept.
@@ -78,6 +81,11 @@ struct StepPlan {
   bool full = true;                // read every netns and poll every node source
   std::set<uint64_t> dirty_netns;  // when !full: the netns (inodes) to read again
   bool node_sources = true;        // when !full: poll the node-wide sources too
+  // When !full: if no netns was read again (none dirty, no new one), the netns records, listener
+  // owners, node-wide source data and errors equal the previous step's, and no aged signal is
+  // open (ZDS history empty: nothing can age into a stall and no evidence carries an age), the
+  // step is returned with `unchanged` set and without analysis. Its findings would be identical.
+  bool skip_if_unchanged = false;
 };
 
 class Engine {
@@ -108,6 +116,7 @@ class Engine {
   std::shared_ptr<const std::vector<FindingRecord>> recently_resolved_;
   std::vector<Finding> open_findings_;
   std::optional<NodeSnapshot> last_snapshot_;  // what a partial step reuses
+  bool last_usable_ = false;
   std::map<SourceKind, std::string> degraded_;
   bool scan_failing_ = false;
 };

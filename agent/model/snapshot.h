@@ -22,6 +22,8 @@ struct NetnsRecord {
 
   // Best path to open the netns with (first bind mount, else first /proc link).
   const std::string& PrimaryPath() const;
+
+  bool operator==(const NetnsRecord&) const = default;
 };
 
 struct PolicyRule {  // one "ip rule"

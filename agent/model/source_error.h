@@ -41,6 +41,8 @@ struct SourceError {
   int error_number = 0;
 
   std::string_view source() const { return SourceKindName(kind); }
+
+  bool operator==(const SourceError&) const = default;
 };
 
 }  // namespace ad

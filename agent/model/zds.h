@@ -30,6 +30,8 @@ struct UnixSocket {
   uint64_t vfs_inode = 0;
   // Listener only: client sockets whose connection waits in the accept backlog (UNIX_DIAG_ICONS).
   std::vector<uint64_t> pending_client_inodes;
+
+  bool operator==(const UnixSocket&) const = default;
 };
 
 // The ZDS socket seen from the kernel: istio-cni's listener, its accepted connections and the
@@ -41,6 +43,8 @@ struct ZdsSocketState {
   std::vector<UnixSocket> accepted;  // server side of each connection (owner: istio-cni)
   std::vector<UnixSocket> clients;   // client side of each connection (owner: ztunnel)
   std::vector<SourceError> errors;
+
+  bool operator==(const ZdsSocketState&) const = default;
 };
 
 enum class ProcessRole : uint8_t { kOther, kIstioCni, kZtunnel };
@@ -55,6 +59,8 @@ struct ProcessNetnsFds {
   uint64_t own_netns_inode = 0;           // the netns the process itself lives in
   std::vector<uint64_t> netns_fd_inodes;  // sorted, unique
   int64_t start_time_unix_ms = 0;         // from /proc/<pid>/stat starttime + boot time
+
+  bool operator==(const ProcessNetnsFds&) const = default;
 };
 
 // One listening socket inside a netns (sock_diag AF_INET/AF_INET6).
@@ -67,6 +73,8 @@ struct ListeningSocket {
   uint64_t inode = 0;
   std::vector<int> owner_pids;
   bool mark_known = false;  // the kernel reports the mark only to a CAP_NET_ADMIN reader
+
+  bool operator==(const ListeningSocket&) const = default;
 };
 
 // ztunnel's per-pod state from /config_dump "workloadState" (keyed by Kubernetes pod UID).
@@ -76,6 +84,8 @@ struct ZtunnelWorkloadState {
   std::string name;
   std::string namespace_name;
   std::string service_account;
+
+  bool operator==(const ZtunnelWorkloadState&) const = default;
 };
 
 // One entry of /config_dump "workloads" (cluster-wide, from XDS).
@@ -87,6 +97,8 @@ struct ZtunnelWorkload {
   std::string protocol;          // "HBONE" | "TCP"
   std::string network_mode;      // "Standard" | "HostNetwork"
   std::vector<std::string> ips;  // canonical addresses without network prefix
+
+  bool operator==(const ZtunnelWorkload&) const = default;
 };
 
 // What one ztunnel process says about itself over its admin/readiness/stats ports.
@@ -101,6 +113,8 @@ struct ZtunnelAdminState {
   std::optional<double> active_proxy_count;   // workload_manager_active_proxy_count
   std::optional<double> pending_proxy_count;  // workload_manager_pending_proxy_count
   std::vector<SourceError> errors;
+
+  bool operator==(const ZtunnelAdminState&) const = default;
 };
 
 // Pod identity from CRI (runtime.v1 ListPodSandbox + PodSandboxStatus verbose).
@@ -114,6 +128,8 @@ struct PodIdentity {
   uint64_t netns_inode = 0;  // stat of netns_path (or /proc/<pid>/ns/net), 0 if unresolved
   bool host_network = false;
   std::vector<std::string> ips;
+
+  bool operator==(const PodIdentity&) const = default;
 };
 
 struct CriState {
@@ -122,6 +138,8 @@ struct CriState {
   std::string runtime;   // "containerd 1.6.20"
   std::vector<PodIdentity> pods;
   std::vector<SourceError> errors;
+
+  bool operator==(const CriState&) const = default;
 };
 
 }  // namespace ad

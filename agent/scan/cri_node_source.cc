@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <map>
 #include <tuple>
 
 #include "sources/cri/sandbox_info.h"
@@ -107,15 +108,28 @@ void CriNodeSource::Query(CriState& state) {
     return;
   }
   size_t not_inspected = 0;
+  std::map<std::string, PodIdentity> inspected;  // this answer's complete identities
   for (const runtime::v1::PodSandbox& sandbox : *sandboxes) {
     // The filter asked for READY; a runtime that ignores filters must not leak stale pins.
     if (sandbox.state() != runtime::v1::SANDBOX_READY) continue;
+    // What PodSandboxStatus adds (netns pin, pause pid, IPs, host network) is fixed for a
+    // sandbox's life: a sandbox inspected completely before is not asked again.
+    if (auto known = inspected_.find(sandbox.id()); known != inspected_.end()) {
+      PodIdentity pod = IdentityFromList(sandbox);
+      if (pod.uid == known->second.uid && pod.name == known->second.name &&
+          pod.namespace_name == known->second.namespace_name) {
+        inspected.emplace(sandbox.id(), known->second);
+        state.pods.push_back(known->second);
+        continue;
+      }
+    }
     PodIdentity pod = IdentityFromList(sandbox);
     if (not_inspected > 0) {  // the runtime already hung: keep the identity, skip the call
       ++not_inspected;
       state.pods.push_back(std::move(pod));
       continue;
     }
+    ++status_calls_;
     Result<runtime::v1::PodSandboxStatusResponse> status =
         client.PodSandboxStatus(sandbox.id(), true);
     if (!status.ok()) {
@@ -150,8 +164,10 @@ void CriNodeSource::Query(CriState& state) {
     if (!unresolved.empty() && info_usable) {
       state.errors.push_back({kSource, "netns of " + PodLabel(pod) + " unresolved: " + unresolved});
     }
+    if (info_usable && unresolved.empty()) inspected.emplace(sandbox.id(), pod);
     state.pods.push_back(std::move(pod));
   }
+  inspected_ = std::move(inspected);  // sandboxes gone (or not READY) are forgotten
   if (not_inspected > 1) {
     state.errors.push_back(
         {kSource, "PodSandboxStatus skipped for " + std::to_string(not_inspected - 1) +

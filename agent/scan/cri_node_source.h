@@ -5,6 +5,7 @@
 #pragma once
 
 #include <chrono>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -28,13 +29,15 @@ struct CriSourceOptions {
 
 // Pod identity changes only when pods come and go, so repeated collections (watch, the daemon)
 // reuse the last good answer until `min_interval` has passed or the node's set of netns changed;
-// a failed collection is retried at once.
+// a failed collection is retried at once. A new answer lists the sandboxes (one call) and asks
+// PodSandboxStatus only for sandboxes not inspected completely before (same id and identity).
 class CriNodeSource : public NodeSource {
  public:
   explicit CriNodeSource(CriSourceOptions options) : options_(std::move(options)) {}
   std::string_view name() const override { return "cri"; }
   void Collect(NodeSnapshot& snapshot) override;
   uint64_t runtime_queries() const { return runtime_queries_; }
+  uint64_t status_calls() const { return status_calls_; }  // PodSandboxStatus calls made
 
  private:
   void Query(CriState& state);
@@ -44,6 +47,8 @@ class CriNodeSource : public NodeSource {
   std::set<uint64_t> last_netns_;
   std::chrono::steady_clock::time_point last_at_{};
   uint64_t runtime_queries_ = 0;
+  uint64_t status_calls_ = 0;
+  std::map<std::string, PodIdentity> inspected_;  // by sandbox id: complete PodSandboxStatus
 };
 
 // Fills netns_inode from stat(host_root + netns_path), else <proc_root>/<pid>/ns/net. Returns an

@@ -265,6 +265,18 @@ bool HasUnownedSocket(const FdInventory& inventory, const ZdsSocketState& zds,
   return false;
 }
 
+// The ZDS connections by socket inode: a new or gone connection (a ztunnel restart, a second
+// client) means processes opened or closed fds.
+std::vector<uint64_t> ConnectionInodes(const ZdsSocketState& zds) {
+  std::vector<uint64_t> inodes;
+  if (zds.listener_found) inodes.push_back(zds.listener.inode);
+  for (const UnixSocket& socket : zds.accepted) inodes.push_back(socket.inode);
+  for (const UnixSocket& socket : zds.clients) inodes.push_back(socket.inode);
+  for (uint64_t pending : zds.listener.pending_client_inodes) inodes.push_back(pending);
+  std::sort(inodes.begin(), inodes.end());
+  return inodes;
+}
+
 }  // namespace
 
 void ZdsNodeSource::Collect(NodeSnapshot& snapshot) {
@@ -272,7 +284,16 @@ void ZdsNodeSource::Collect(NodeSnapshot& snapshot) {
   const auto reread = [this](const ProcessFds& cached) {
     return role_pids_.contains(cached.pid) || IsIstioProcessName(cached.comm);
   };
+  // A pod netns that came or went is a hand-off or a removal: ztunnel and istio-cni fds that kept
+  // their numbers may now hold another netns, so every fd of theirs is stat()ed again.
+  std::vector<uint64_t> netns_inodes;
+  netns_inodes.reserve(snapshot.netns.size());
+  for (const NetnsSnapshot& netns : snapshot.netns) netns_inodes.push_back(netns.netns.inode);
+  std::sort(netns_inodes.begin(), netns_inodes.end());
+  if (netns_inodes != last_netns_inodes_) inventory_.RequestDeep();
+  last_netns_inodes_ = std::move(netns_inodes);
   FdInventory inventory = inventory_.Take(reread);
+  bool deep_take = inventory_.last_take_deep();
 
   std::optional<SocketFileId> file;
   const std::string file_path = options_.host_path_prefix + options_.socket_path;
@@ -329,10 +350,15 @@ void ZdsNodeSource::Collect(NodeSnapshot& snapshot) {
   }).join();
   sweep.AppendErrors(&errors);
 
+  std::vector<uint64_t> connections = ConnectionInodes(zds);
   if (!inventory_.last_take_full() && HasUnownedSocket(inventory, zds, snapshot.netns)) {
     inventory_.RequestFull();  // a process we reused opened it (or a new client appeared)
     inventory = inventory_.Take(reread);
+  } else if (!deep_take && connections != last_connections_) {
+    inventory_.RequestDeep();
+    inventory = inventory_.Take(reread);
   }
+  last_connections_ = std::move(connections);
   errors.insert(errors.begin(), inventory.warnings.begin(), inventory.warnings.end());
   snapshot.processes = AttributeOwners(inventory, &zds, &snapshot.netns);
   role_pids_.clear();

@@ -45,8 +45,10 @@ std::vector<ProcessNetnsFds> AttributeOwners(const FdInventory& inventory, ZdsSo
                                              std::vector<NetnsSnapshot>* netns);
 
 // Repeated collections (watch, the daemon) reuse the fd inventory of processes that did not
-// change (same pid and start time), except istio-cni and ztunnel, which are read every time; a
-// ZDS or ztunnel-port socket that no known process owns triggers a full inventory at once.
+// change (same pid and start time), except istio-cni and ztunnel, which are read every time
+// (incrementally: new fd numbers are stat()ed, see FdInventoryCache); a ZDS or ztunnel-port
+// socket that no known process owns triggers a full inventory at once, and a change of the node's
+// netns set or of the ZDS connections a stat of every istio-cni and ztunnel fd.
 class ZdsNodeSource : public NodeSource {
  public:
   explicit ZdsNodeSource(ZdsSourceOptions options)
@@ -59,6 +61,8 @@ class ZdsNodeSource : public NodeSource {
   ZdsSourceOptions options_;
   FdInventoryCache inventory_;
   std::set<int> role_pids_;  // istio-cni and ztunnel processes of the last collection
+  std::vector<uint64_t> last_netns_inodes_;  // sorted: the node's netns at the last collection
+  std::vector<uint64_t> last_connections_;   // sorted: ZDS socket inodes (ConnectionInodes)
 };
 
 }  // namespace ad

@@ -3,7 +3,9 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <functional>
 #include <set>
 #include <utility>
 
@@ -130,9 +132,21 @@ uint64_t InodeOf(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0 ? st.st_ino : 0;
 }
 
+// A cache of /config_dump answers: given readiness and metrics just read (`fresh`), lookup fills
+// `state` with a cached answer and returns true, or returns false to have it fetched; store is
+// told of every fetched one (`state` then holds only the config_dump part).
+struct DumpReuse {
+  std::function<bool(const ZtunnelAdminState& fresh, uint64_t netns_inode, ZtunnelAdminState&)>
+      lookup;
+  std::function<void(const ZtunnelAdminState& fresh, uint64_t netns_inode,
+                     const ZtunnelAdminState&)>
+      store;
+};
+
 // `queried` tells whether the ports were asked (the netns was open and the expected one).
 ZtunnelAdminState Query(const std::string& netns_path, int pid, uint64_t expected_inode,
-                        const ZtunnelAdminOptions& options, bool& queried) {
+                        const ZtunnelAdminOptions& options, bool& queried,
+                        const DumpReuse& reuse = {}) {
   queried = false;
   ZtunnelAdminState state;
   state.pid = pid;
@@ -160,9 +174,20 @@ ZtunnelAdminState Query(const std::string& netns_path, int pid, uint64_t expecte
   }
   const std::string pinned = "/proc/self/fd/" + std::to_string(netns.get());
   queried = true;
-  ReadConfigDump(pinned, options, state);
-  ReadReadiness(pinned, options, state);
-  ReadMetrics(pinned, options, state);
+  // Readiness and metrics first (small), so a cached /config_dump can be judged by them; errors
+  // keep the config_dump, readiness, metrics order.
+  ZtunnelAdminState fresh;
+  ReadReadiness(pinned, options, fresh);
+  ReadMetrics(pinned, options, fresh);
+  if (!reuse.lookup || !reuse.lookup(fresh, state.netns_inode, state)) {
+    ReadConfigDump(pinned, options, state);
+    if (reuse.store) reuse.store(fresh, state.netns_inode, state);
+  }
+  state.ready = fresh.ready;
+  state.pending_tasks = std::move(fresh.pending_tasks);
+  state.active_proxy_count = fresh.active_proxy_count;
+  state.pending_proxy_count = fresh.pending_proxy_count;
+  state.errors.insert(state.errors.end(), fresh.errors.begin(), fresh.errors.end());
   return state;
 }
 
@@ -180,6 +205,59 @@ ZtunnelAdminNodeSource::ZtunnelAdminNodeSource(ZtunnelAdminOptions options)
 void ZtunnelAdminNodeSource::Collect(NodeSnapshot& snapshot) {
   std::set<uint64_t> queried_netns;
   bool queried = false;
+  std::vector<uint64_t> node_netns;
+  node_netns.reserve(snapshot.netns.size());
+  for (const NetnsSnapshot& netns : snapshot.netns) node_netns.push_back(netns.netns.inode);
+  std::sort(node_netns.begin(), node_netns.end());
+  const auto now = std::chrono::steady_clock::now();
+  std::map<uint64_t, CachedDump> kept;
+  // The key of a ztunnel netns: what its process holds (when one was found) and what it says.
+  auto key_of = [&](const ProcessNetnsFds* process, const ZtunnelAdminState& fresh) {
+    DumpKey key{.node_netns = node_netns,
+                .ready = fresh.ready,
+                .active_proxy_count = fresh.active_proxy_count,
+                .pending_proxy_count = fresh.pending_proxy_count};
+    if (process != nullptr) {
+      key.pid = process->pid;
+      key.start_time_unix_ms = process->start_time_unix_ms;
+      key.netns_fd_inodes = process->netns_fd_inodes;
+    }
+    return key;
+  };
+  auto reuse_for = [&](const ProcessNetnsFds* process) {
+    DumpReuse reuse;
+    if (options_.config_dump_refresh.count() <= 0) {
+      reuse.store = [this](const ZtunnelAdminState&, uint64_t, const ZtunnelAdminState&) {
+        ++config_dump_fetches_;
+      };
+      return reuse;
+    }
+    reuse.lookup = [&, process](const ZtunnelAdminState& fresh, uint64_t inode,
+                                ZtunnelAdminState& state) {
+      auto cached = dumps_.find(inode);
+      if (cached == dumps_.end() ||
+          now - cached->second.fetched_at >= options_.config_dump_refresh ||
+          !(cached->second.key == key_of(process, fresh))) {
+        return false;
+      }
+      state.admin_reachable = cached->second.admin_reachable;
+      state.workload_state = cached->second.workload_state;
+      state.workloads = cached->second.workloads;
+      kept.emplace(inode, std::move(cached->second));
+      return true;
+    };
+    reuse.store = [&, process](const ZtunnelAdminState& fresh, uint64_t inode,
+                               const ZtunnelAdminState& state) {
+      ++config_dump_fetches_;
+      if (!state.errors.empty()) return;  // a failed or partial answer is asked again
+      kept[inode] = CachedDump{.key = key_of(process, fresh),
+                               .fetched_at = now,
+                               .admin_reachable = state.admin_reachable,
+                               .workload_state = state.workload_state,
+                               .workloads = state.workloads};
+    };
+    return reuse;
+  };
   for (const ProcessNetnsFds& process : snapshot.processes) {
     if (process.role != ProcessRole::kZtunnel) continue;
     // Two ztunnel processes in one netns (e.g. a wrapper) share the same ports: ask once.
@@ -187,17 +265,19 @@ void ZtunnelAdminNodeSource::Collect(NodeSnapshot& snapshot) {
       continue;
     }
     const std::string path = options_.proc_root + "/" + std::to_string(process.pid) + "/ns/net";
-    ZtunnelAdminState state = Query(path, process.pid, process.own_netns_inode, options_, queried);
+    ZtunnelAdminState state =
+        Query(path, process.pid, process.own_netns_inode, options_, queried, reuse_for(&process));
     if (queried) queried_netns.insert(state.netns_inode);
     snapshot.ztunnels.push_back(std::move(state));
   }
   for (const std::string& path : options_.extra_netns_paths) {
     const uint64_t inode = InodeOf(path);
     if (inode != 0 && queried_netns.count(inode) > 0) continue;
-    ZtunnelAdminState state = Query(path, 0, 0, options_, queried);
+    ZtunnelAdminState state = Query(path, 0, 0, options_, queried, reuse_for(nullptr));
     if (queried) queried_netns.insert(state.netns_inode);
     snapshot.ztunnels.push_back(std::move(state));
   }
+  dumps_ = std::move(kept);  // ztunnels gone (or not asked) are forgotten
 }
 
 }  // namespace ad

@@ -6,6 +6,8 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -28,6 +30,11 @@ struct ZtunnelAdminOptions {
   std::string proc_root = "/proc";
   // Netns to query even when no ztunnel process was found (--ztunnel-netns, the lab).
   std::vector<std::string> extra_netns_paths;
+  // Repeated collections (the daemon) fetch /config_dump (the large one: every workload of the
+  // mesh) again only when something suggests it changed — another ztunnel process, its netns
+  // fds, its readiness or proxy counts, the node's netns — or when the last one is this old or
+  // failed. Readiness and metrics are asked every time. Zero: every collection.
+  std::chrono::milliseconds config_dump_refresh{30000};
 };
 
 // Queries one netns (a bind mount or <proc>/<pid>/ns/net). Never throws; every failure is in
@@ -43,9 +50,31 @@ class ZtunnelAdminNodeSource : public NodeSource {
   explicit ZtunnelAdminNodeSource(ZtunnelAdminOptions options = {});
   std::string_view name() const override { return "ztunnel-admin"; }
   void Collect(NodeSnapshot& snapshot) override;
+  uint64_t config_dump_fetches() const { return config_dump_fetches_; }
 
  private:
+  // What a cached /config_dump answer of one ztunnel netns depends on.
+  struct DumpKey {
+    int pid = 0;
+    int64_t start_time_unix_ms = 0;
+    std::vector<uint64_t> netns_fd_inodes;
+    std::vector<uint64_t> node_netns;
+    std::optional<bool> ready;
+    std::optional<double> active_proxy_count;
+    std::optional<double> pending_proxy_count;
+    bool operator==(const DumpKey&) const = default;
+  };
+  struct CachedDump {
+    DumpKey key;
+    std::chrono::steady_clock::time_point fetched_at;
+    bool admin_reachable = false;
+    std::vector<ZtunnelWorkloadState> workload_state;
+    std::vector<ZtunnelWorkload> workloads;
+  };
+
   ZtunnelAdminOptions options_;
+  std::map<uint64_t, CachedDump> dumps_;  // by ztunnel netns inode
+  uint64_t config_dump_fetches_ = 0;
 };
 
 }  // namespace ad

@@ -300,14 +300,20 @@ TEST(CriFakeRuntime, CollectsIdentityNetnsAndInodes) {
 }
 
 // Repeated collections reuse the runtime's last answer while the node's netns stay the same and
-// the interval has not passed; a new netns, or a failed answer, asks again.
+// the interval has not passed; a new netns, or a failed answer, asks again: the sandbox list, and
+// PodSandboxStatus only for sandboxes not inspected completely before.
 TEST(CriFakeRuntime, RepeatedCollectionsReuseTheLastAnswer) {
   FakeRuntimeServer runtime({}, {{.id = "sb-a",
                                   .name = "a-0",
                                   .uid = "uid-a",
                                   .namespace_name = "demo",
                                   .ips = {"192.0.2.8"},
-                                  .info_json = R"({"pid":1,"runtimeSpec":{}})"}});
+                                  .info_json = ContainerdInfo("/proc/self/ns/net", 0)},
+                                 {.id = "sb-gone",
+                                  .name = "gone",
+                                  .uid = "uid-gone",
+                                  .namespace_name = "demo",
+                                  .info_json = ContainerdInfo("/nonexistent/netns/cni-x", 0)}});
   ASSERT_TRUE(runtime.ok());
   CriSourceOptions options = OptionsFor(runtime.endpoint());
   options.min_interval = std::chrono::hours(1);
@@ -317,19 +323,23 @@ TEST(CriFakeRuntime, RepeatedCollectionsReuseTheLastAnswer) {
   snapshot.netns[0].netns.inode = 1001;
   source.Collect(snapshot);
   ASSERT_TRUE(snapshot.cri.available) << AllErrors(snapshot.cri);
-  ASSERT_EQ(snapshot.cri.pods.size(), 1u);
+  ASSERT_EQ(snapshot.cri.pods.size(), 2u);
   const int status_calls = runtime.service().status_calls();
+  EXPECT_EQ(status_calls, 2);
   NodeSnapshot again = snapshot;
   again.cri = {};
   source.Collect(again);
-  EXPECT_EQ(again.cri.pods.size(), 1u) << "the last answer";
+  EXPECT_EQ(again.cri, snapshot.cri) << "the last answer";
   EXPECT_EQ(runtime.service().status_calls(), status_calls) << "the runtime was not asked";
   EXPECT_EQ(source.runtime_queries(), 1u);
   again.netns.resize(2);
   again.netns[1].netns.inode = 1002;  // a new pod netns: names may have changed
+  again.cri = {};
   source.Collect(again);
   EXPECT_EQ(source.runtime_queries(), 2u);
-  EXPECT_GT(runtime.service().status_calls(), status_calls);
+  EXPECT_EQ(runtime.service().status_calls(), status_calls + 1)
+      << "only the sandbox whose netns did not resolve is inspected again";
+  EXPECT_EQ(again.cri, snapshot.cri) << "same pods, same errors";
 }
 
 TEST(CriFakeRuntime, UnresolvableNetnsIsReportedPerPod) {

@@ -118,6 +118,53 @@ TEST_F(EngineTest, PartialStepsReadOnlyWhatIsDirtyOrNew) {
   EXPECT_TRUE(grown.changes.empty()) << "the dirty netns kept its earlier snapshot";
 }
 
+TEST_F(EngineTest, SkipsOnlyPartialStepsThatFoundNothingNew) {
+  testing::ScopedNetns second("engine");
+  ASSERT_TRUE(second.ok());
+  EngineConfig config = config_;
+  config.discovery.name_glob = "adt-engine-" + std::to_string(::getpid()) + "-*";
+  auto inspector = std::make_unique<ScriptedInspector>();
+  ScriptedInspector* script = inspector.get();
+  script->SetNext(PartlyFailed("dump: EPERM"));
+  Engine engine(config, std::move(inspector));
+  const StepPlan idle{
+      .full = false, .dirty_netns = {}, .node_sources = true, .skip_if_unchanged = true};
+
+  EngineStep full = engine.Step();
+  ASSERT_EQ(full.snapshot.netns.size(), 2u);
+  EXPECT_FALSE(full.unchanged);
+  EngineStep quiet = engine.Step(idle);
+  EXPECT_TRUE(quiet.unchanged) << "nothing read, same records, no node source, no aged signal";
+  EXPECT_TRUE(quiet.snapshot.netns.empty()) << "an unchanged step carries no data";
+  EXPECT_EQ(engine.open_findings().size(), 2u) << "the open findings stay";
+  EXPECT_FALSE(
+      engine.Step(StepPlan{.full = false, .dirty_netns = {}, .node_sources = true}).unchanged)
+      << "only when asked";
+
+  testing::ScopedNetns third("engine");
+  ASSERT_TRUE(third.ok());
+  script->SetNext(Readable());
+  EngineStep grown = engine.Step(idle);
+  EXPECT_FALSE(grown.unchanged) << "a new netns was read";
+  ASSERT_EQ(grown.snapshot.netns.size(), 3u);
+  EXPECT_TRUE(engine.Step(idle).unchanged);
+
+  const uint64_t second_inode = testing::InodeOf(second.path());
+  StepPlan dirty = idle;
+  dirty.dirty_netns = {second_inode};
+  EngineStep reread = engine.Step(dirty);
+  EXPECT_FALSE(reread.unchanged) << "a dirty netns was read";
+  ASSERT_EQ(reread.changes.size(), 1u) << "and its finding resolved";
+  EXPECT_EQ(reread.changes[0].kind, FindingChange::Kind::kResolved);
+
+  third.Delete();
+  EngineStep shrunk = engine.Step(idle);
+  EXPECT_FALSE(shrunk.unchanged) << "a netns went away";
+  EXPECT_EQ(shrunk.snapshot.netns.size(), 2u);
+  EXPECT_TRUE(engine.Step(idle).unchanged);
+  EXPECT_FALSE(engine.Step().unchanged) << "a full step is never skipped";
+}
+
 TEST_F(EngineTest, ComposeScanFollowsTheConfig) {
   EngineConfig config = config_;
   EXPECT_TRUE(ComposeScan(config).node_sources.empty());

@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <thread>
@@ -67,6 +68,89 @@ TEST(FdInventoryLive, CacheReusesUnchangedProcessesUntilAskedOrFull) {
   EXPECT_TRUE(cache.last_take_full()) << "on request";
   EXPECT_EQ(cache.stats().takes, 6u);
   EXPECT_EQ(cache.stats().full_takes, 3u);
+}
+
+// A re-read process is read incrementally: new fd numbers are stat()ed at once and closed ones
+// dropped at once, while a number closed and reused for another netns between two takes (what
+// the kernel's lowest-free-fd rule makes likely) is seen within `revalidate_every` takes, or on
+// the next take after RequestDeep().
+TEST(FdInventoryLive, IncrementalRereadsSeeNewClosedAndReusedFdNumbers) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to create network namespaces";
+  testing::ScopedNetns first("fdinv");
+  testing::ScopedNetns second("fdinv");
+  ASSERT_TRUE(first.ok() && second.ok());
+  const uint64_t first_inode = testing::InodeOf(first.path());
+  const uint64_t second_inode = testing::InodeOf(second.path());
+  constexpr int kSlot = 700;  // the fd number the child reuses
+  const std::string first_path = first.path();
+  const std::string second_path = second.path();
+  ChildProcess child([&](const ChildChannel& channel) {
+    auto put = [](const std::string& path, int slot) {
+      const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+      (void)::dup2(fd, slot);
+      ::close(fd);
+    };
+    put(first_path, kSlot);
+    channel.Signal('r');
+    while (auto byte = channel.Wait()) {
+      if (*byte == 's') put(second_path, kSlot);  // same number, other netns (dup2 closes)
+      if (*byte == 'f') put(first_path, kSlot);
+      if (*byte == 'n') put(first_path, kSlot + 1);  // a new number
+      if (*byte == 'c') ::close(kSlot + 1);          // closed again
+      channel.Signal(*byte);
+    }
+  });
+  ASSERT_EQ(child.Read(), 'r');
+  const int pid = child.pid();
+  const auto netns_of = [pid](const FdInventory& inventory) {
+    const ProcessFds* process = inventory.Find(pid);
+    return process == nullptr ? std::vector<uint64_t>{} : process->netns_fd_inodes;
+  };
+  const auto holds = [](const std::vector<uint64_t>& inodes, uint64_t inode) {
+    return std::find(inodes.begin(), inodes.end(), inode) != inodes.end();
+  };
+  constexpr int kRevalidateEvery = 4;
+  FdInventoryCache cache(FdInventoryOptions{"/proc"}, /*full_every=*/1000, kRevalidateEvery);
+  const auto child_only = [pid](const ProcessFds& p) { return p.pid == pid; };
+  ASSERT_TRUE(holds(netns_of(cache.Take(child_only)), first_inode));  // full
+  ASSERT_TRUE(holds(netns_of(cache.Take(child_only)), first_inode));  // builds its fd table
+  const uint64_t stated_before = cache.stats().fds_stated;
+  EXPECT_TRUE(holds(netns_of(cache.Take(child_only)), first_inode));
+  EXPECT_GT(cache.stats().fds_reused, 0u);
+  EXPECT_LT(cache.stats().fds_stated - stated_before, 64u) << "most fds were not stat()ed again";
+
+  ASSERT_TRUE(child.Send('n'));
+  ASSERT_EQ(child.Read(), 'n');
+  std::vector<uint64_t> now = netns_of(cache.Take(child_only));
+  EXPECT_EQ(std::count(now.begin(), now.end(), first_inode), 1) << "sorted unique";
+  ASSERT_TRUE(child.Send('s'));  // kSlot now holds the second netns, kSlot + 1 still the first
+  ASSERT_EQ(child.Read(), 's');
+  bool seen = false;
+  for (int take = 0; take < kRevalidateEvery && !seen; ++take) {
+    seen = holds(netns_of(cache.Take(child_only)), second_inode);
+  }
+  EXPECT_TRUE(seen) << "a reused fd number is re-stat()ed within revalidate_every takes";
+
+  ASSERT_TRUE(child.Send('c'));
+  ASSERT_EQ(child.Read(), 'c');
+  now = netns_of(cache.Take(child_only));
+  EXPECT_FALSE(holds(now, first_inode)) << "a closed fd is dropped at once";
+  EXPECT_TRUE(holds(now, second_inode));
+
+  // With revalidation far away, only a deep request finds a reused number: the stale entry is
+  // kept until then (the bounded staleness the callers' deep requests are for).
+  FdInventoryCache rare(FdInventoryOptions{"/proc"}, /*full_every=*/1000,
+                        /*revalidate_every=*/1000);
+  (void)rare.Take(child_only);
+  ASSERT_TRUE(holds(netns_of(rare.Take(child_only)), second_inode));
+  ASSERT_TRUE(child.Send('f'));  // kSlot: back to the first netns
+  ASSERT_EQ(child.Read(), 'f');
+  EXPECT_TRUE(holds(netns_of(rare.Take(child_only)), second_inode)) << "not re-stat()ed yet";
+  rare.RequestDeep();
+  now = netns_of(rare.Take(child_only));
+  EXPECT_TRUE(rare.last_take_deep());
+  EXPECT_TRUE(holds(now, first_inode));
+  EXPECT_FALSE(holds(now, second_inode));
 }
 
 TEST(FdInventoryLive, ProcessesExitingDuringTheScanAreSkipped) {

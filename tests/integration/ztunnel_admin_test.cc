@@ -285,6 +285,60 @@ TEST_F(ZtunnelAdminTest, NodeSourceQueriesEachZtunnelNetnsOnce) {
   EXPECT_THAT(missing.errors[0].message, HasSubstr("/nonexistent/adt-zt-netns"));
 }
 
+// Repeated collections fetch /config_dump again only when what it depends on changed (the
+// ztunnel process, its netns fds, readiness or proxy counts, the node's netns) or the refresh
+// interval passed; readiness and metrics are asked every time.
+TEST_F(ZtunnelAdminTest, NodeSourceFetchesTheConfigDumpAgainOnlyWhenItMayHaveChanged) {
+  Serve({{"/config_dump", FakeReply::Send(HttpResponseText(200, testing::kConfigDumpArray))}},
+        Ready(), {{"/metrics", FakeReply::Send(HttpResponseText(200, testing::kMetrics))}});
+  const uint64_t inode = testing::InodeOf(netns_->path());
+  FakeProcRoot proc;
+  proc.Add(4242, netns_->path());
+  NodeSnapshot snapshot;
+  snapshot.processes = {Process(4242, ProcessRole::kZtunnel, inode)};
+  snapshot.netns.resize(1);
+  snapshot.netns[0].netns.inode = 1001;
+  ZtunnelAdminOptions options;
+  options.proc_root = proc.root.string();
+  options.config_dump_refresh = std::chrono::hours(1);
+  ZtunnelAdminNodeSource source(options);
+  auto collect = [&source](NodeSnapshot snapshot) {
+    snapshot.ztunnels.clear();
+    source.Collect(snapshot);
+    return snapshot.ztunnels;
+  };
+
+  const std::vector<ZtunnelAdminState> first = collect(snapshot);
+  ASSERT_EQ(first.size(), 1u);
+  ASSERT_TRUE(first[0].errors.empty()) << Messages(first[0]);
+  ASSERT_EQ(first[0].workloads.size(), 3u);
+  EXPECT_EQ(source.config_dump_fetches(), 1u);
+  EXPECT_EQ(collect(snapshot), first) << "the cached answer is the same answer";
+  EXPECT_EQ(source.config_dump_fetches(), 1u);
+
+  snapshot.processes[0].netns_fd_inodes = {inode + 1};  // ztunnel took a pod netns
+  EXPECT_EQ(collect(snapshot).at(0).workloads.size(), 3u);
+  EXPECT_EQ(source.config_dump_fetches(), 2u);
+  snapshot.netns.resize(2);  // a pod netns came
+  snapshot.netns[1].netns.inode = 1002;
+  (void)collect(snapshot);
+  EXPECT_EQ(source.config_dump_fetches(), 3u);
+  snapshot.processes[0].pid = 4243;  // another ztunnel process (restart)
+  proc.Add(4243, netns_->path());
+  (void)collect(snapshot);
+  EXPECT_EQ(source.config_dump_fetches(), 4u);
+  (void)collect(snapshot);
+  EXPECT_EQ(source.config_dump_fetches(), 4u);
+
+  options.config_dump_refresh = std::chrono::milliseconds(0);  // every collection
+  ZtunnelAdminNodeSource always(options);
+  snapshot.ztunnels.clear();
+  always.Collect(snapshot);
+  snapshot.ztunnels.clear();
+  always.Collect(snapshot);
+  EXPECT_EQ(always.config_dump_fetches(), 2u);
+}
+
 // A real process in the test netns, found through the real /proc; killed even on failure.
 class ChildInNetns {
  public:

@@ -101,8 +101,20 @@ class InventoryReader {
   // A process read before: its last ProcessFds to reuse, or nullptr to read it now. Asked after
   // /proc/<pid>/stat (comm and start time) was read, so a reused pid is never taken for another.
   using Reuse = std::function<const ProcessFds*(const ProcessFds& identity)>;
+  // For a process that is read: the fd table to read it against incrementally (FdInventoryCache),
+  // or nullptr to stat every fd. Same identity rule as Reuse.
+  using TableFor = std::function<FdInventoryCache::FdTable*(const ProcessFds& identity)>;
+  struct Incremental {
+    TableFor table_for;
+    bool deep = false;  // stat every fd anyway (the table is still refreshed)
+    uint64_t take = 0;  // rotates which still-present fd numbers are stat()ed again
+    int revalidate_every = 1;
+    uint64_t stated = 0;
+    uint64_t reused = 0;
+  };
 
-  FdInventory Read(const Reuse& reuse = {}) {
+  FdInventory Read(const Reuse& reuse = {}, Incremental* incremental = nullptr) {
+    incremental_ = incremental;
     FdInventory inventory;
     DirHandle dir(::opendir(proc_root_.c_str()));
     if (!dir) {
@@ -158,12 +170,42 @@ class InventoryReader {
     } else if (Denied(errno)) {
       denied_.Add("stat(" + pid_path + "/ns/net)", errno);
     }
-    if (!ReadFds(pid_dir.get(), pid_path, &process)) return std::nullopt;
+    FdInventoryCache::FdTable* table = nullptr;
+    if (incremental_ != nullptr && incremental_->table_for && process.start_time_unix_ms > 0) {
+      table = incremental_->table_for(process);
+    }
+    if (!ReadFds(pid_dir.get(), pid_path, &process, table)) return std::nullopt;
     return process;
   }
 
-  // False when the process vanished.
-  bool ReadFds(int pid_dir, const std::string& pid_path, ProcessFds* process) {
+  // Whether a still-present fd number is stat()ed again in this take.
+  bool Revalidate(int fd) const {
+    if (incremental_->deep || incremental_->revalidate_every <= 1) return true;
+    const auto every = static_cast<uint64_t>(incremental_->revalidate_every);
+    return (static_cast<uint64_t>(fd) + incremental_->take) % every == 0;
+  }
+
+  // Classifies one fd by stat(); nullopt when it was closed meanwhile.
+  std::optional<FdEntry> StatFd(int fd_dir_fd, const char* name, int fd) {
+    if (incremental_ != nullptr) ++incremental_->stated;
+    struct statx file {};
+    if (::statx(fd_dir_fd, name, AT_STATX_DONT_SYNC, STATX_TYPE | STATX_INO, &file) != 0) {
+      return std::nullopt;
+    }
+    FdEntry entry{.fd = fd, .kind = FdEntry::Kind::kOther, .inode = file.stx_ino};
+    if (S_ISSOCK(file.stx_mode)) {
+      entry.kind = FdEntry::Kind::kSocket;  // the N of "socket:[N]"
+    } else if (nsfs_dev_ != 0 && makedev(file.stx_dev_major, file.stx_dev_minor) == nsfs_dev_) {
+      // A namespace fd, whatever its link text says ("net:[N]" or a bind mount's path).
+      if (IsNetns(fd_dir_fd, name, file.stx_ino)) entry.kind = FdEntry::Kind::kNetns;
+    }
+    return entry;
+  }
+
+  // False when the process vanished. With a table, fds it holds are reused (see
+  // FdInventoryCache) and the table is replaced by what this read found.
+  bool ReadFds(int pid_dir, const std::string& pid_path, ProcessFds* process,
+               FdInventoryCache::FdTable* table) {
     const int fd_dir_fd = ::openat(pid_dir, "fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd_dir_fd < 0) {
       if (Vanished(errno)) return false;
@@ -178,24 +220,73 @@ class InventoryReader {
     // One statx per fd and no readlink: measured cheaper than readlink (9000 fds: +19 ms vs
     // +23 ms over the bare readdir), and the file type and nsfs dev answer both questions.
     // AT_STATX_DONT_SYNC keeps a stuck NFS/FUSE server from hanging the scan (lsof's failure).
-    while (dirent* entry = ::readdir(fd_dir.get())) {
-      if (entry->d_name[0] == '.') continue;
-      struct statx file {};
-      if (::statx(fd_dir_fd, entry->d_name, AT_STATX_DONT_SYNC, STATX_TYPE | STATX_INO, &file) !=
-          0) {
-        continue;  // closed meanwhile
+    std::vector<FdEntry> entries;
+    if (table == nullptr) {
+      while (dirent* entry = ::readdir(fd_dir.get())) {
+        if (entry->d_name[0] == '.') continue;
+        if (auto stated = StatFd(fd_dir_fd, entry->d_name, 0)) entries.push_back(*stated);
       }
-      if (S_ISSOCK(file.stx_mode)) {
-        process->socket_inodes.push_back(file.stx_ino);  // the N of "socket:[N]"
-      } else if (nsfs_dev_ != 0 && makedev(file.stx_dev_major, file.stx_dev_minor) == nsfs_dev_) {
-        // A namespace fd, whatever its link text says ("net:[N]" or a bind mount's path).
-        if (IsNetns(fd_dir_fd, entry->d_name, file.stx_ino)) {
-          process->netns_fd_inodes.push_back(file.stx_ino);
+    } else if (!SameCount(fd_dir_fd, *process, *table, &entries)) {
+      std::vector<int> numbers;
+      while (dirent* entry = ::readdir(fd_dir.get())) {
+        if (auto fd = ParseInt<int>(entry->d_name)) numbers.push_back(*fd);
+      }
+      std::sort(numbers.begin(), numbers.end());
+      const bool same_process = table->start_time_unix_ms == process->start_time_unix_ms;
+      const std::vector<FdEntry> empty;
+      const std::vector<FdEntry>& before = same_process ? table->fds : empty;
+      auto known = before.begin();
+      entries.reserve(numbers.size());
+      for (int fd : numbers) {
+        while (known != before.end() && known->fd < fd) ++known;  // closed since
+        if (known != before.end() && known->fd == fd && !Revalidate(fd)) {
+          entries.push_back(*known);
+          ++incremental_->reused;
+          continue;
         }
+        const std::string name = std::to_string(fd);
+        if (auto stated = StatFd(fd_dir_fd, name.c_str(), fd)) entries.push_back(*stated);
       }
+    }
+    for (const FdEntry& entry : entries) {
+      if (entry.kind == FdEntry::Kind::kSocket) process->socket_inodes.push_back(entry.inode);
+      if (entry.kind == FdEntry::Kind::kNetns) process->netns_fd_inodes.push_back(entry.inode);
+    }
+    if (table != nullptr) {
+      table->start_time_unix_ms = process->start_time_unix_ms;
+      table->fds = std::move(entries);
     }
     SortUnique(&process->socket_inodes);
     SortUnique(&process->netns_fd_inodes);
+    return true;
+  }
+
+  // The cheap check first: stat() of /proc/<pid>/fd counts the open fds (Linux >= 6.2; 0 before).
+  // With the count unchanged the fd numbers are taken from the table without listing the
+  // directory, and this take's share of them is stat()ed again (Revalidate). True with `entries`
+  // filled when that found nothing new; false when the directory must be listed (count changed
+  // or unknown, a deep take, or a revalidated fd was closed meanwhile).
+  bool SameCount(int fd_dir_fd, const ProcessFds& process, const FdInventoryCache::FdTable& table,
+                 std::vector<FdEntry>* entries) {
+    if (incremental_->deep || table.start_time_unix_ms != process.start_time_unix_ms) return false;
+    struct stat dir {};
+    if (::fstat(fd_dir_fd, &dir) != 0 || dir.st_size <= 0 ||
+        static_cast<size_t>(dir.st_size) != table.fds.size()) {
+      return false;
+    }
+    entries->clear();
+    entries->reserve(table.fds.size());
+    for (const FdEntry& known : table.fds) {
+      if (!Revalidate(known.fd)) {
+        entries->push_back(known);
+        ++incremental_->reused;
+        continue;
+      }
+      const std::string name = std::to_string(known.fd);
+      std::optional<FdEntry> now = StatFd(fd_dir_fd, name.c_str(), known.fd);
+      if (!now) return false;  // closed: another number may be new
+      entries->push_back(*now);
+    }
     return true;
   }
 
@@ -220,6 +311,7 @@ class InventoryReader {
   uint64_t nsfs_dev_ = 0;
   std::unordered_map<uint64_t, bool> is_netns_;
   DeniedSummary denied_;
+  Incremental* incremental_ = nullptr;
 };
 
 }  // namespace
@@ -274,10 +366,32 @@ FdInventory FdInventoryCache::Take(const RereadPredicate& reread) {
       return &known->second;
     };
   }
-  FdInventory inventory = InventoryReader(options_.proc_root).Read(reuse);
+  // Processes the predicate re-reads are read against their fd tables; a full take refreshes
+  // those tables with a stat of every fd.
+  InventoryReader::Incremental incremental;
+  incremental.deep = full || deep_requested_;
+  incremental.take = stats_.takes;
+  incremental.revalidate_every = revalidate_every_;
+  last_deep_ = incremental.deep;
+  if (incremental.deep) ++stats_.deep_takes;
+  deep_requested_ = false;
+  std::unordered_map<int, FdTable> tables;
+  incremental.table_for = [&](const ProcessFds& identity) -> FdTable* {
+    auto known = by_pid_.find(identity.pid);
+    if (!reread || known == by_pid_.end() || !reread(known->second)) return nullptr;
+    FdTable& table = tables[identity.pid];
+    if (auto old = fd_tables_.find(identity.pid); old != fd_tables_.end()) {
+      table = std::move(old->second);  // same start time is checked by the reader
+    }
+    return &table;
+  };
+  FdInventory inventory = InventoryReader(options_.proc_root).Read(reuse, &incremental);
   stats_.processes_reused += reused;
   stats_.processes_read += inventory.processes.size() - reused;
-  by_pid_.clear();  // processes that exited are forgotten
+  stats_.fds_stated += incremental.stated;
+  stats_.fds_reused += incremental.reused;
+  fd_tables_ = std::move(tables);  // tables of processes not re-read (or gone) are dropped
+  by_pid_.clear();                 // processes that exited are forgotten
   for (const ProcessFds& process : inventory.processes) by_pid_.emplace(process.pid, process);
   return inventory;
 }

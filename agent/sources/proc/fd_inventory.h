@@ -48,36 +48,74 @@ class FdInventory {
 // while being read are skipped silently; EACCES/EPERM are counted into one warning.
 FdInventory TakeFdInventory(const FdInventoryOptions& options);
 
+// What one fd of a process was when it was last stat()ed.
+struct FdEntry {
+  int fd = 0;
+  enum class Kind : uint8_t { kOther, kSocket, kNetns } kind = Kind::kOther;
+  uint64_t inode = 0;  // socket or netns inode
+};
+
 // Repeated inventories for a long-running agent (the daemon polls every few seconds): a process
 // seen before with the same start time keeps the fds of its last read, unless `reread` asks for it
 // (istio-cni and ztunnel, whose netns fds and sockets are the point). Everything is read on the
 // first Take, on every `full_every`-th one and on the Take after RequestFull() (a caller that met a
 // socket no known process owns asks for one).
+//
+// A re-read process is read incrementally. When stat() of its fd directory shows the same number
+// of open fds as last time (Linux >= 6.2), its fd numbers are taken as they were; otherwise the
+// directory is listed, numbers not seen before are stat()ed, vanished ones dropped, and fds still
+// there keep what they were.
+// An fd number can be closed and reused for another file between two takes (the kernel hands out
+// the lowest free number, so closing a pod's netns fd and opening the next pod's one often gives
+// the same number): a still-present number is stat()ed again on every `revalidate_every`-th take
+// (a rotating 1/N of the numbers each take), on full takes and on the Take after RequestDeep()
+// (callers ask when something suggests new fds, e.g. the node's netns set or the ZDS connections
+// changed). So a reused number, or a count-preserving close + open, is seen within
+// `revalidate_every` takes at the latest.
 class FdInventoryCache {
  public:
-  explicit FdInventoryCache(FdInventoryOptions options, int full_every = 12)
-      : options_(std::move(options)), full_every_(full_every < 1 ? 1 : full_every) {}
+  explicit FdInventoryCache(FdInventoryOptions options, int full_every = 12,
+                            int revalidate_every = 4)
+      : options_(std::move(options)),
+        full_every_(full_every < 1 ? 1 : full_every),
+        revalidate_every_(revalidate_every < 1 ? 1 : revalidate_every) {}
 
   using RereadPredicate = std::function<bool(const ProcessFds& cached)>;
   FdInventory Take(const RereadPredicate& reread);
   void RequestFull() { full_requested_ = true; }
+  // The next Take stat()s every fd of the processes it re-reads (not every process).
+  void RequestDeep() { deep_requested_ = true; }
   bool last_take_full() const { return last_full_; }
+  bool last_take_deep() const { return last_deep_; }
 
   struct Stats {
     uint64_t takes = 0;
     uint64_t full_takes = 0;
+    uint64_t deep_takes = 0;
     uint64_t processes_read = 0;
     uint64_t processes_reused = 0;
+    uint64_t fds_stated = 0;  // statx calls
+    uint64_t fds_reused = 0;  // fds of re-read processes taken from their last stat
   };
   const Stats& stats() const { return stats_; }
+
+  // Per re-read process: its fds by number (sorted), and the start time they belong to.
+  struct FdTable {
+    int64_t start_time_unix_ms = 0;
+    std::vector<FdEntry> fds;
+  };
 
  private:
   FdInventoryOptions options_;
   int full_every_;
+  int revalidate_every_;
   bool full_requested_ = true;
+  bool deep_requested_ = false;
   bool last_full_ = false;
+  bool last_deep_ = false;
   Stats stats_;
   std::unordered_map<int, ProcessFds> by_pid_;
+  std::unordered_map<int, FdTable> fd_tables_;
 };
 
 // Socket inodes `pid` holds whose sockfs protocol name (xattr system.sockprotoname) is `protocol`:
