@@ -788,6 +788,9 @@ int RunServe(const std::vector<std::string>& args) {
   options.event_driven = !flags.Has("no-events");
   const auto stale_after = PositiveDurationFlag(flags, "healthz-stale-after", "120s");
   if (!stale_after) return kExitScanFailed;
+  // Quiet polls are not published; publish often enough that /healthz never sees a stale result.
+  options.max_unpublished =
+      std::min(options.max_unpublished, std::chrono::milliseconds(*stale_after / 2));
   api::ApiServerOptions api_options;
   api_options.socket_path = flags.Get("api-socket", api::kDefaultSocketPath);
   if (api_options.socket_path == "off") api_options.socket_path.clear();
