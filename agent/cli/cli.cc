@@ -33,6 +33,7 @@
 #include "engine/engine.h"
 #include "metrics/metrics_endpoint.h"
 #include "model/json.h"
+#include "report/finding_alerts.h"
 #include "report/report_policy.h"
 #include "scan/inspector.h"
 #include "sources/netns/discovery.h"
@@ -968,7 +969,8 @@ int RunRules(const std::vector<std::string>& args) {
 
 int RunFindings(const std::vector<std::string>& args) {
   FlagSet flags("findings", "[-o table|json|markdown]",
-                "Lists every finding code the agent can emit, with severity and meaning.");
+                "Lists every finding code the agent can emit, with severity, meaning and the alert "
+                "(runbook) that pages for it.");
   AddCommonFlags(flags);
   if (auto rc = ParseOrExit(flags, args, {"table", "json", "markdown"})) return *rc;
   std::string out = flags.Get("output", "table");
@@ -977,17 +979,22 @@ int RunFindings(const std::vector<std::string>& args) {
     j.BeginArray();
     for (const auto& c : AllFindingCodes()) {
       j.BeginObject().Field("code", c.name).Field("severity", SeverityName(c.severity));
-      j.Field("meaning", c.meaning).Field("hint", c.hint).EndObject();
+      j.Field("meaning", c.meaning).Field("hint", c.hint);
+      j.Field("alert", AlertForFinding(c.code)).Field("runbook", RunbookForFinding(c.code));
+      j.EndObject();
     }
     j.EndArray();
     std::fputs((j.str() + "\n").c_str(), stdout);
   } else if (out == "markdown") {
-    std::fputs("| code | severity | meaning |\n|---|---|---|\n", stdout);
+    std::fputs("| code | severity | meaning | alert (runbook) |\n|---|---|---|---|\n", stdout);
     for (const auto& c : AllFindingCodes()) {
-      std::printf("| `%.*s` | %.*s | %.*s |\n", static_cast<int>(c.name.size()), c.name.data(),
+      const std::string_view alert = AlertForFinding(c.code);
+      const std::string paged_by =
+          alert.empty() ? "–" : "[" + std::string(alert) + "](" + RunbookForFinding(c.code) + ")";
+      std::printf("| `%.*s` | %.*s | %.*s | %s |\n", static_cast<int>(c.name.size()), c.name.data(),
                   static_cast<int>(SeverityName(c.severity).size()),
                   SeverityName(c.severity).data(), static_cast<int>(c.meaning.size()),
-                  c.meaning.data());
+                  c.meaning.data(), paged_by.c_str());
     }
   } else {
     for (const auto& c : AllFindingCodes()) {
