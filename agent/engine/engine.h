@@ -67,8 +67,8 @@ struct EngineStep {
   std::vector<FindingRecord> finding_records;
   std::shared_ptr<const std::vector<FindingRecord>> recently_resolved;
   // Set on results the hub keeps only for lagging streams: the snapshot keeps its scalars, its
-  // source errors and the netns that have errors only, analysis.netns is dropped; changes, findings
-  // and records are kept.
+  // source errors and the netns that have errors only, analysis.netns and recently_resolved are
+  // dropped; changes, findings and records are kept.
   bool light = false;
 };
 
