@@ -1,5 +1,6 @@
 #include "daemon/daemon.h"
 
+#include <malloc.h>
 #include <poll.h>
 #include <spdlog/spdlog.h>
 #include <sys/eventfd.h>
@@ -121,15 +122,29 @@ void Daemon::StepAndPublish(StepTrigger trigger, const StepPlan& plan, LogFormat
   }
   if (step.scan_recovered) spdlog::info("{}", NoteLine("scan recovered", format));
   failing_ = !step.usable;
-  last_inodes_.clear();
+  std::set<uint64_t> inodes;
   last_records_.clear();
   for (const NetnsSnapshot& netns : step.snapshot.netns) {
-    last_inodes_.insert(netns.netns.inode);
+    inodes.insert(netns.netns.inode);
     last_records_.push_back(netns.netns);
   }
+  const bool netns_removed =
+      !std::includes(inodes.begin(), inodes.end(), last_inodes_.begin(), last_inodes_.end());
+  last_inodes_ = std::move(inodes);
   const size_t netns_read = plan.full ? step.snapshot.netns.size() : plan.dirty_netns.size();
   if (options_.on_step) options_.on_step(trigger, seconds, netns_read);
   hub_->Publish(trigger, std::move(step));
+  if (netns_removed) ReleaseFreedMemory();
+}
+
+// glibc keeps freed memory in its arenas; under pod churn the removed netns' share of the old
+// snapshot is never reused in full and RSS ratchets up (soak: 5.9 MiB given back by one trim).
+// Only after a step that forgot a netns, and at most once a second: idle steps cost nothing.
+void Daemon::ReleaseFreedMemory() {
+  const auto now = std::chrono::steady_clock::now();
+  if (now - last_trim_ < std::chrono::seconds(1)) return;
+  last_trim_ = now;
+  ::malloc_trim(0);
 }
 
 void Daemon::Run(LogFormat format) {
