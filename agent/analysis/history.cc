@@ -56,6 +56,25 @@ std::vector<FindingChange> DiffFindings(const std::vector<Finding>& before,
   return changes;
 }
 
+void CompactResolvedEvidence(Finding& finding) {
+  std::vector<std::string>& evidence = finding.evidence;
+  if (evidence.size() > kResolvedEvidenceLines) {
+    const size_t dropped = evidence.size() - (kResolvedEvidenceLines - 1);
+    evidence.resize(kResolvedEvidenceLines - 1);
+    evidence.push_back("… " + std::to_string(dropped) +
+                       " more evidence lines (not kept once resolved)");
+  }
+  for (std::string& line : evidence) {
+    if (line.size() <= kResolvedEvidenceLineBytes) continue;
+    size_t cut = kResolvedEvidenceLineBytes - 3;  // room for "…" (3 bytes of UTF-8)
+    while (cut > 0 && (static_cast<unsigned char>(line[cut]) & 0xC0) == 0x80) --cut;
+    line.resize(cut);
+    line += "…";
+    line.shrink_to_fit();
+  }
+  evidence.shrink_to_fit();
+}
+
 std::vector<FindingRecord> FindingHistory::Apply(const std::vector<Finding>& open_now,
                                                  int64_t now_unix_ms) {
   std::vector<FindingRecord> records;
@@ -79,6 +98,7 @@ std::vector<FindingRecord> FindingHistory::Apply(const std::vector<Finding>& ope
   }
   for (auto& [id, record] : open_) {  // not seen in this step: resolved now
     record.resolved_at_unix_ms = now_unix_ms;
+    CompactResolvedEvidence(record.finding);
     resolved_.push_back(std::move(record));
   }
   if (resolved_.size() > capacity_) {

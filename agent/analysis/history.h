@@ -58,8 +58,17 @@ struct FindingRecord {
   int64_t resolved_at_unix_ms = 0;  // 0 while open
 };
 
+// What a resolved finding keeps of its evidence: the ring holds up to 1,000 of them for the
+// daemon's lifetime, and an open finding's evidence can list every rule or pod IP it is about.
+inline constexpr size_t kResolvedEvidenceLines = 8;
+inline constexpr size_t kResolvedEvidenceLineBytes = 256;
+
+// Bounds `finding.evidence` to kResolvedEvidenceLines lines of at most kResolvedEvidenceLineBytes,
+// saying so in the evidence itself (a cut line ends in "…", dropped lines are counted in the last).
+void CompactResolvedEvidence(Finding& finding);
+
 // Open findings by identity, plus a bounded ring of resolved ones (oldest dropped first, and
-// counted). Pure data: times come from the caller.
+// counted; their evidence compacted). Pure data: times come from the caller.
 class FindingHistory {
  public:
   explicit FindingHistory(size_t resolved_capacity = 1000) : capacity_(resolved_capacity) {}

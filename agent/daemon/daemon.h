@@ -71,6 +71,7 @@ class Daemon {
 
  private:
   void StepAndPublish(StepTrigger trigger, const StepPlan& plan, LogFormat format);
+  void ReleaseFreedMemory();
   bool Stopping() const;
 
   DaemonOptions options_;
@@ -83,6 +84,7 @@ class Daemon {
   bool failing_ = false;
   bool event_driven_active_ = false;
   std::set<uint64_t> last_inodes_;  // netns of the last step (what the monitor must watch)
+  std::chrono::steady_clock::time_point last_trim_{};  // ReleaseFreedMemory()'s rate limit
   std::vector<NetnsRecord> last_records_;
 };
 

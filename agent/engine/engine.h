@@ -70,8 +70,8 @@ struct EngineStep {
   // carries no data and is not meant to be published; the engine's state is as before.
   bool unchanged = false;
   // Set on results the hub keeps only for lagging streams: the snapshot keeps its scalars, its
-  // source errors and the netns that have errors only, analysis.netns is dropped; changes, findings
-  // and records are kept.
+  // source errors and the netns that have errors only, analysis.netns and recently_resolved are
+  // dropped; changes, findings and records are kept.
   bool light = false;
 };
 

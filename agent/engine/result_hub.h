@@ -1,7 +1,8 @@
 // One engine result, published once and read by every output (report, gRPC, metrics, logs), like
 // Envoy's stats sinks reading one snapshot: outputs never scan, and all of them see the same data.
 // The hub keeps the latest result and a bounded ring of recent ones (all but the latest in a light
-// form: changes and findings, without the node snapshot), so a stream that fell a few results
+// form: changes and findings, without the node snapshot or the ring of recently resolved
+// findings), so a stream that fell a few results
 // behind can still replay their changes, and one that fell further knows it (and is
 // dropped by its server) instead of silently missing events.
 #pragma once

@@ -112,5 +112,55 @@ TEST(FindingHistory, FirstSeenLastSeenAndResolvedRing) {
   EXPECT_EQ(history.resolved()[1].first_seen_unix_ms, 8000);
 }
 
+TEST(FindingHistory, ResolvedFindingsKeepBoundedEvidence) {
+  FindingHistory history(/*resolved_capacity=*/10);
+  Finding long_one = MakeFinding("PROBE_SNAT_MISSING", 3);
+  for (int i = 0; i < 40; ++i) long_one.evidence.push_back("pod IP 10.0.0." + std::to_string(i));
+  long_one.evidence[0] = std::string(1000, 'x');
+  const Finding short_one = MakeFinding("ZDS_PENDING", 4, "one line");
+  auto records = history.Apply({long_one, short_one}, 1000);
+  EXPECT_EQ(records[0].finding.evidence.size(), 40u) << "an open finding keeps all its evidence";
+
+  (void)history.Apply({}, 2000);
+  ASSERT_EQ(history.resolved().size(), 2u);
+  const Finding* compacted = nullptr;
+  const Finding* untouched = nullptr;
+  for (const FindingRecord& record : history.resolved()) {
+    (record.finding.netns_inode == 3 ? compacted : untouched) = &record.finding;
+  }
+  ASSERT_NE(compacted, nullptr);
+  ASSERT_NE(untouched, nullptr);
+  ASSERT_EQ(compacted->evidence.size(), kResolvedEvidenceLines);
+  EXPECT_EQ(compacted->evidence.back(), "… 33 more evidence lines (not kept once resolved)")
+      << "the loss is visible";
+  EXPECT_LE(compacted->evidence[0].size(), kResolvedEvidenceLineBytes);
+  EXPECT_TRUE(compacted->evidence[0].ends_with("…"));
+  EXPECT_EQ(compacted->evidence[1], "pod IP 10.0.0.1");
+  EXPECT_EQ(untouched->evidence, std::vector<std::string>{"one line"});
+}
+
+TEST(FindingHistory, CompactingNeverSplitsAUtf8Character) {
+  Finding finding;
+  finding.evidence = {std::string(kResolvedEvidenceLineBytes - 4, 'a') + "ééééé"};
+  CompactResolvedEvidence(finding);
+  const std::string& line = finding.evidence[0];
+  EXPECT_LE(line.size(), kResolvedEvidenceLineBytes);
+  ASSERT_TRUE(line.ends_with("…"));
+  const std::string body = line.substr(0, line.size() - std::string("…").size());
+  EXPECT_TRUE(body.ends_with('a') || body.ends_with("é")) << "cut on a character boundary";
+}
+
+TEST(FindingHistory, OpenRecordsForgetRemovedNetns) {
+  FindingHistory history(/*resolved_capacity=*/5);
+  // A churned pod's findings resolve when its netns goes; nothing of it stays open.
+  for (uint64_t inode = 100; inode < 150; ++inode) {
+    (void)history.Apply({MakeFinding("ZDS_PENDING", inode)}, static_cast<int64_t>(inode));
+  }
+  (void)history.Apply({}, 1000);
+  EXPECT_EQ(history.open_count(), 0u);
+  EXPECT_EQ(history.resolved().size(), 5u);
+  EXPECT_EQ(history.resolved_dropped(), 45u);
+}
+
 }  // namespace
 }  // namespace ad

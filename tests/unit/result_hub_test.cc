@@ -71,6 +71,25 @@ TEST(ResultHub, OnlyTheLatestResultKeepsItsSnapshot) {
   EXPECT_EQ(since.results[1]->step.snapshot.netns.size(), 3u);
 }
 
+TEST(ResultHub, OlderResultsDropTheResolvedRing) {
+  // Under churn the engine's resolved ring is a new copy on most steps: a ring of results each
+  // holding its own would keep ring-size copies of up to 1,000 records.
+  ResultHub hub(4);
+  for (int i = 0; i < 6; ++i) {
+    EngineStep step;
+    step.recently_resolved =
+        std::make_shared<const std::vector<FindingRecord>>(static_cast<size_t>(i + 1));
+    hub.Publish(StepTrigger::kEvent, std::move(step));
+  }
+  const ResultHub::Since since = hub.WaitSince(0, milliseconds(0));
+  ASSERT_EQ(since.results.size(), 4u);
+  for (size_t i = 0; i + 1 < since.results.size(); ++i) {
+    EXPECT_EQ(since.results[i]->step.recently_resolved, nullptr) << "result " << i;
+  }
+  ASSERT_NE(hub.Latest()->step.recently_resolved, nullptr) << "a report reads the latest";
+  EXPECT_EQ(hub.Latest()->step.recently_resolved->size(), 6u);
+}
+
 TEST(ResultHub, TriggerNames) {
   EXPECT_EQ(StepTriggerName(StepTrigger::kStartup), "startup");
   EXPECT_EQ(StepTriggerName(StepTrigger::kEvent), "event");
