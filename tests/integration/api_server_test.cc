@@ -297,7 +297,7 @@ TEST_F(ApiServerTest, StatusRulesFlowsHealthAndReflection) {
     EXPECT_NE(s.error_message().find("no such netns"), std::string::npos) << s.error_message();
   }
 
-  // StreamFlows is defined but not there yet.
+  // StreamFlows needs a flow hub, which this server was not given.
   {
     grpc::ClientContext context;
     SetDeadline(context);
