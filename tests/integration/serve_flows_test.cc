@@ -189,11 +189,21 @@ TEST_F(ServeFlows, HboneConnectionIsStreamedWithPodNamesAndRefusedBurstIsAFindin
     reader->Finish();
   }
 
-  // A refused burst to a pod of this node.
-  for (int i = 0; i < 6; ++i) {
+  // A refused burst to a pod of this node, while `flows --pod` reads the daemon's stream.
+  const std::string flows_out = dir_.path() + "/flows.json";
+  testing::ScopedChild flows({kDoctor, "flows", "--api-socket", api_socket_, "--pod", pod_name,
+                              "--duration", "3s", "-o", "json"},
+                             "", flows_out);
+  int flows_exit = -1;
+  for (int i = 0; i < 6 || (flows_exit = flows.Wait(milliseconds(200))) == -1; ++i) {
     auto [socket, err] = ConnectFrom(client.netns_path, no_listener.ipv4, 15008);
     EXPECT_EQ(err, ECONNREFUSED) << std::strerror(err);
   }
+  EXPECT_EQ(flows_exit, 0);
+  const std::string flows_json = ReadAll(flows_out);
+  EXPECT_NE(flows_json.find("\"pod\": \"" + pod_name + "\""), std::string::npos) << flows_json;
+  EXPECT_NE(flows_json.find("\"outcome\": \"refused\""), std::string::npos) << flows_json;
+  EXPECT_NE(flows_json.find("\"dst_ip\": \"" + no_listener.ipv4 + "\""), std::string::npos);
   bool found = false;
   pb::Finding finding;
   for (int i = 0; i < 200 && !found; ++i) {
