@@ -713,7 +713,9 @@ int RunServe(const std::vector<std::string>& args) {
                 "history of every finding (first seen, last seen, resolved) and of ZDS signals, "
                 "serves the gRPC API on --api-socket (and over TCP with TLS on --api-address), "
                 "/metrics and /healthz, and logs one line per finding opened or resolved and per "
-                "source degraded or recovered. SIGTERM or SIGINT stops it.");
+                "source degraded or recovered. Runs the eBPF flow tracer (unless --no-flows): "
+                "StreamFlows, HBONE_CONNECT_FAILURES / MESH_BYPASS with every scan, or "
+                "TRACING_UNAVAILABLE with the reason. SIGTERM or SIGINT stops it.");
   AddScanFlags(flags);
   flags.Add({.name = "interval",
              .value_name = "DURATION",
