@@ -21,6 +21,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "ambientdoctor/v1/ambient_doctor.grpc.pb.h"
 #include "child_process_util.h"
@@ -47,9 +48,10 @@ std::string ReadAll(const std::string& path) {
   return text.str();
 }
 
-// A TCP connect from inside `netns_path` with ztunnel's mark; returns the socket and errno.
+// A TCP connect from inside `netns_path` (with ztunnel's mark by default: an HBONE connect);
+// returns the socket and errno.
 std::pair<UniqueFd, int> ConnectFrom(const std::string& netns_path, const std::string& ip,
-                                     uint16_t port) {
+                                     uint16_t port, uint32_t mark = kZtunnelMark) {
   UniqueFd fd;
   int err = 0;
   std::thread worker([&] {
@@ -59,8 +61,7 @@ std::pair<UniqueFd, int> ConnectFrom(const std::string& netns_path, const std::s
       return;
     }
     fd.Reset(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    const uint32_t mark = kZtunnelMark;
-    ::setsockopt(fd.get(), SOL_SOCKET, SO_MARK, &mark, sizeof(mark));
+    if (mark != 0) ::setsockopt(fd.get(), SOL_SOCKET, SO_MARK, &mark, sizeof(mark));
     sockaddr_in address{};
     address.sin_family = AF_INET;
     address.sin_port = htons(port);
@@ -250,6 +251,52 @@ TEST_F(ServeFlows, HboneConnectionIsStreamedWithPodNamesAndRefusedBurstIsAFindin
   StopServe();
   EXPECT_NE(ReadAll(log_).find("finding opened HBONE_CONNECT_FAILURES"), std::string::npos)
       << ReadAll(log_);
+}
+
+TEST_F(ServeFlows, AppConnectionOfAPodWithoutItsRedirectRuleIsMeshBypass) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root (BPF, network namespaces)";
+  if (!HasBtf()) GTEST_SKIP() << "kernel has no BTF at /sys/kernel/btf/vmlinux";
+  lab::LabOptions options;
+  options.prefix = "adtrb" + std::to_string(::getpid() % 100000);
+  options.pods = 3;
+  options.zds = true;
+  options.faults = {{lab::FaultKind::kDeleteRule, 0}};
+  lab::ScopedLab lab(options);
+  ASSERT_TRUE(lab.ok()) << lab.error().message;
+  // The application side (every connect) and ztunnel's outbound capture port.
+  StartServe(options, {"--flow-all-connects", "--flow-port", "15008", "--flow-port", "15001"});
+  ASSERT_NE(ReadAll(log_).find("flow tracer attached"), std::string::npos) << ReadAll(log_);
+  auto inode_of = [](const std::string& path) {
+    struct stat st {};
+    return ::stat(path.c_str(), &st) == 0 ? static_cast<uint32_t>(st.st_ino) : 0u;
+  };
+  const lab::LabPod& escaping = lab.node().pods.at(0);
+  const lab::LabPod& redirected = lab.node().pods.at(1);
+  const lab::LabPod& target = lab.node().pods.at(2);
+  const uint32_t escaping_inode = inode_of(escaping.netns_path);
+  const uint32_t redirected_inode = inode_of(redirected.netns_path);
+  (void)Report();  // the first scan is there: the flows below are judged with its pods
+  // Plain application connects (no mark) to another pod's port 80: inbound capture answers them.
+  std::vector<UniqueFd> sockets;
+  for (const lab::LabPod* pod : {&escaping, &redirected}) {
+    auto [socket, err] = ConnectFrom(pod->netns_path, target.ipv4, 80, /*mark=*/0);
+    EXPECT_EQ(err, 0) << pod->netns_name << ": " << std::strerror(err);
+    sockets.push_back(std::move(socket));
+  }
+  bool found = false;
+  bool redirected_flagged = false;
+  for (int i = 0; i < 200 && !found; ++i) {
+    const pb::Report report = Report();
+    for (const pb::Finding& f : report.findings()) {
+      if (f.code() != "MESH_BYPASS") continue;
+      if (f.netns().inode() == escaping_inode) found = true;
+      if (f.netns().inode() == redirected_inode) redirected_flagged = true;
+    }
+    if (!found) std::this_thread::sleep_for(milliseconds(100));
+  }
+  EXPECT_TRUE(found) << ReadAll(log_);
+  EXPECT_FALSE(redirected_flagged) << "its connect went through ztunnel's :15001";
+  StopServe();
 }
 
 TEST_F(ServeFlows, WithoutBtfTracingIsUnavailableAndServeKeepsServing) {
