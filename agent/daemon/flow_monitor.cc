@@ -1,5 +1,6 @@
 #include "daemon/flow_monitor.h"
 
+#include <malloc.h>
 #include <spdlog/spdlog.h>
 
 #include <utility>
@@ -15,6 +16,9 @@ FlowMonitor::FlowMonitor(FlowMonitorOptions options, std::shared_ptr<FlowHub> hu
   } else {
     reason_ = started.error().message;
   }
+  // libbpf parsed the kernel's BTF (several MiB) to relocate the programs and freed it again;
+  // give those pages back instead of keeping them in the daemon's RSS.
+  (void)::malloc_trim(0);
   hub_->SetStatus(Status());
   if (tracer_) thread_ = std::thread([this] { Run(); });
 }
@@ -55,6 +59,7 @@ void FlowMonitor::Run() {
     });
     if (!polled.ok()) {
       spdlog::debug("flow tracer poll: {}", polled.error().message);
+      std::this_thread::sleep_for(options_.poll);  // a failing poll must not spin
     }
     const auto now = std::chrono::steady_clock::now();
     if (batch.empty() && now - last_published < options_.republish) continue;

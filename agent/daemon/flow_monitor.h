@@ -18,9 +18,11 @@ namespace ad {
 struct FlowMonitorOptions {
   TracerOptions tracer;
   FlowTableLimits limits;
-  std::chrono::milliseconds poll{250};  // longest wait for events (and between stop checks)
-  // The view is republished at least this often without events (ages, tracer counters).
-  std::chrono::milliseconds republish{1000};
+  // Longest wait for events, and so between stop checks (events wake it at once, or in batches:
+  // TracerOptions::batch_wakeups). An idle node costs two wakeups a second.
+  std::chrono::milliseconds poll{500};
+  // The view is republished at least this often without events (tracer counters).
+  std::chrono::milliseconds republish{5000};
 };
 
 class FlowMonitor {

@@ -423,7 +423,8 @@ void MetricsExporter::FollowFlows(const FlowHub& flows, const ResultHub& results
   uint64_t joined_sequence = 0;  // the result `addresses` came from
   std::set<FlowAddress> addresses;
   for (;;) {
-    FlowHub::Since since = flows.WaitSince(last, std::chrono::milliseconds(1000));
+    // Events and the hub's stop wake it; the timeout only refreshes the tracer's status.
+    FlowHub::Since since = flows.WaitSince(last, std::chrono::milliseconds(5000));
     if (const auto latest = results.Latest();
         latest && latest->sequence != joined_sequence && !latest->step.light) {
       addresses = FlowContextOf(latest->step.snapshot, latest->step.analysis.netns).node_addresses;
