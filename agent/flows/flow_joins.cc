@@ -30,7 +30,10 @@ FlowCheckContext FlowContextOf(const NodeSnapshot& snapshot,
     const auto inode = static_cast<uint32_t>(netns.netns_inode);
     if (!netns.pod.empty()) context.pods[inode] = netns.pod;
     if (netns.is_host) continue;
-    if (netns.mode == DataplaneMode::kAmbient || netns.zds_state == ZdsState::kHandedOff) {
+    // Ambient rules, a ZDS hand-off or ztunnel serving it (in-pod listeners, a held netns fd):
+    // a netns whose rules broke is still one ztunnel should see all traffic of.
+    if (netns.mode == DataplaneMode::kAmbient || netns.zds_state == ZdsState::kHandedOff ||
+        !netns.ztunnel_listeners.empty() || !netns.ztunnel_pids.empty()) {
       context.ambient_netns.insert(inode);
     }
   }

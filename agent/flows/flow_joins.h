@@ -21,7 +21,8 @@ namespace ad {
 std::optional<FlowAddress> ParseFlowAddress(const std::string& text);
 
 // Pod IPs (global-scope addresses of every netns but the host's) are the same-node destinations;
-// ambient netns are those the recognizer found ambient rules in or that ztunnel was handed.
+// ambient netns are those the recognizer found ambient rules in, that ztunnel was handed, or
+// that ztunnel serves (listeners or a netns fd).
 // `classified`: the analysis's per-netns conclusions (NodeAnalysis::netns).
 FlowCheckContext FlowContextOf(const NodeSnapshot& snapshot,
                                const std::vector<NetnsClassification>& classified);

@@ -294,7 +294,21 @@ TEST_F(ServeFlows, AppConnectionOfAPodWithoutItsRedirectRuleIsMeshBypass) {
     }
     if (!found) std::this_thread::sleep_for(milliseconds(100));
   }
-  EXPECT_TRUE(found) << ReadAll(log_);
+  if (!found) {
+    std::string state;
+    const pb::Report report = Report();
+    for (const pb::NetnsEntry& netns : report.netns()) {
+      if (netns.inode() == escaping_inode) state = netns.DebugString();
+    }
+    const std::string flows_out = dir_.path() + "/flows.json";
+    testing::ScopedChild flows({kDoctor, "flows", "--api-socket", api_socket_, "--netns",
+                                escaping.netns_path, "--duration", "1s", "-o", "json"},
+                               "", flows_out);
+    flows.Wait(seconds(10));
+    ADD_FAILURE() << "no MESH_BYPASS for " << escaping.netns_name << "\n"
+                  << state << "\nflows:\n"
+                  << ReadAll(flows_out);
+  }
   EXPECT_FALSE(redirected_flagged) << "its connect went through ztunnel's :15001";
   StopServe();
 }

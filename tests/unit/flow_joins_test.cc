@@ -79,6 +79,10 @@ TEST(FlowJoins, PodIpsOfPodNetnsAreSameNodeAndPodsAreNamed) {
   NetnsClassification handed = Classified(11, "demo/b", DataplaneMode::kNone);
   handed.zds_state = ZdsState::kHandedOff;
   EXPECT_TRUE(FlowContextOf(snapshot, {handed}).ambient_netns.contains(11));
+  // So does a netns ztunnel serves (its in-pod listeners), whatever its rules say.
+  NetnsClassification served = Classified(12, "", DataplaneMode::kNone);
+  served.ztunnel_listeners = {15001, 15006, 15008};
+  EXPECT_TRUE(FlowContextOf(snapshot, {served}).ambient_netns.contains(12));
 }
 
 TEST(FlowJoins, WindowKeepsOpenFlowsAndRecentlyClosedOnes) {
