@@ -267,11 +267,11 @@ static __always_inline int on_set_state(struct sock* sk, int oldstate, int newst
     flow->established_ns = bpf_ktime_get_ns();
     flow->last_state = newstate;
     identity(sk, flow, btf_sk);
-    if (!(flow->kind & HBONE_EVENT_OPEN)) {
-      counters(sk, flow, btf_sk);
-      emit(flow, HBONE_EVENT_OPEN);
-      flow->kind = HBONE_EVENT_OPEN;  // in the state: the open event went out
-    }
+    // Always: a socket enters ESTABLISHED once, and an earlier open event (a retransmitted SYN
+    // made it visible as connecting) must be superseded, or readers keep it connecting.
+    counters(sk, flow, btf_sk);
+    emit(flow, HBONE_EVENT_OPEN);
+    flow->kind = HBONE_EVENT_OPEN;  // in the state: the open event went out
     return 0;
   }
   if (newstate == ST_CLOSE) {

@@ -340,10 +340,12 @@ struct ApiServer::Impl final : pb::AmbientDoctor::Service {
     std::atomic<uint64_t> delivered{0};
     std::atomic<int64_t> write_started_ms{0};  // steady ms, 0 when not writing
     std::atomic<bool> dropped{false};
+    bool flows = false;  // a StreamFlows stream: `delivered` is a flow event sequence
   };
 
   ApiServerOptions options;
   std::shared_ptr<const ResultHub> hub;
+  std::shared_ptr<const FlowHub> flows;  // null: this server has no flow tracer
   NetnsReader netns_reader;
   std::unique_ptr<grpc::Server> server;
   int tcp_port = 0;
@@ -423,7 +425,8 @@ struct ApiServer::Impl final : pb::AmbientDoctor::Service {
         const int64_t started = stream->write_started_ms.load();
         if (started == 0 || stream->dropped.load()) continue;
         const bool stalled = now - started > options.stalled_write_timeout.count();
-        const bool behind = hub->WaitSince(stream->delivered.load(), {}).gap;
+        const bool behind = stream->flows ? flows->Behind(stream->delivered.load())
+                                          : hub->WaitSince(stream->delivered.load(), {}).gap;
         if (stalled || behind) {
           stream->dropped = true;
           streams_dropped++;
@@ -496,7 +499,15 @@ struct ApiServer::Impl final : pb::AmbientDoctor::Service {
     reply->set_version(options.version);
     reply->set_api_version("ambientdoctor.v1");
     reply->set_started_at_unix_ms(static_cast<double>(started_at_unix_ms));
-    reply->set_flow_tracer_available(false);
+    if (flows) {
+      const FlowTracerStatus tracer = flows->status();
+      reply->set_flow_tracer_available(tracer.available);
+      reply->set_flow_tracer_attach(tracer.attach_mode);
+      reply->set_flow_tracer_reason(tracer.enabled ? tracer.reason : "disabled (--no-flows)");
+      reply->set_flow_tracer_lost_events(tracer.lost_events);
+    } else {
+      reply->set_flow_tracer_reason("this server has no flow tracer");
+    }
     const auto latest = hub->Latest();
     reply->set_node(latest ? latest->step.snapshot.node_name : options.node_name);
     if (latest) {
@@ -701,17 +712,120 @@ struct ApiServer::Impl final : pb::AmbientDoctor::Service {
     return events;
   }
 
-  grpc::Status StreamFlows(grpc::ServerContext*, const pb::StreamFlowsRequest*,
-                           grpc::ServerWriter<pb::Flow>*) override {
-    return grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                        "flow tracing needs the eBPF flow tracer, which this build does not have "
-                        "yet; the Flow messages are defined for it");
+  // Netns inode -> (pod, path) from the latest scan, for naming flows.
+  std::map<uint32_t, std::pair<std::string, std::string>> NetnsNames() const {
+    std::map<uint32_t, std::pair<std::string, std::string>> names;
+    if (const auto latest = hub->Latest()) {
+      for (const NetnsClassification& netns : latest->step.analysis.netns) {
+        names[static_cast<uint32_t>(netns.netns_inode)] = {netns.pod, netns.netns_path};
+      }
+    }
+    return names;
+  }
+
+  static pb::Flow BuildFlow(const Flow& flow, std::string_view event,
+                            const std::map<uint32_t, std::pair<std::string, std::string>>& names) {
+    pb::Flow out;
+    out.set_socket_cookie(flow.cookie_known ? flow.flow_id : 0);
+    out.set_netns_inode(flow.netns_inode);
+    pb::FiveTuple* tuple = out.mutable_tuple();
+    tuple->set_protocol("tcp");
+    tuple->set_src_ip(flow.tuple.src.ToString());
+    tuple->set_src_port(flow.tuple.src_port);
+    tuple->set_dst_ip(flow.tuple.dst.ToString());
+    tuple->set_dst_port(flow.tuple.dst_port);
+    out.set_role(std::string(FlowRoleName(flow.role)));
+    out.set_mark(flow.mark);
+    out.set_started_unix_ms(static_cast<double>(flow.started_unix_ns) / 1e6);
+    out.set_ended_unix_ms(static_cast<double>(flow.ended_unix_ns) / 1e6);
+    out.set_bytes_sent(flow.bytes_sent);
+    out.set_bytes_received(flow.bytes_received);
+    out.set_srtt_us(flow.srtt_us);
+    out.set_retransmits(flow.retransmits);
+    out.set_resets(flow.resets());
+    out.set_outcome(std::string(FlowOutcomeName(flow.outcome)));
+    out.set_event(std::string(event));
+    if (auto it = names.find(flow.netns_inode); it != names.end()) {
+      out.set_pod(it->second.first);
+      out.set_netns_path(it->second.second);
+    }
+    if (auto latency = flow.ConnectLatencyUs()) {
+      out.set_connect_latency_us(static_cast<double>(*latency));
+    }
+    return out;
+  }
+
+  bool SendFlow(Stream& stream, grpc::ServerWriter<pb::Flow>* writer, const pb::Flow& flow) {
+    stream.write_started_ms = SteadyMs();
+    const bool ok = writer->Write(flow);
+    stream.write_started_ms = 0;
+    return ok && !stream.dropped.load();
+  }
+
+  grpc::Status StreamFlows(grpc::ServerContext* context, const pb::StreamFlowsRequest* request,
+                           grpc::ServerWriter<pb::Flow>* writer) override {
+    if (!flows) {
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE, "this server has no flow tracer");
+    }
+    const FlowTracerStatus tracer = flows->status();
+    if (!tracer.available) {
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                          tracer.enabled ? "the flow tracer is not running: " + tracer.reason
+                                         : "flow tracing is disabled (serve --no-flows)");
+    }
+    StreamSlot slot(*this, context);
+    if (!slot.acquired()) return TooManyStreams();
+    Stream& stream = slot.stream();
+    stream.flows = true;
+    const uint32_t only_netns = request->netns_inode();
+    auto wanted = [only_netns](const Flow& flow) {
+      return only_netns == 0 || flow.netns_inode == only_netns;
+    };
+
+    FlowHub::Current current = flows->Latest();
+    uint64_t sequence = current.sequence;
+    stream.delivered = sequence;
+    auto names = NetnsNames();
+    std::vector<const Flow*> open;
+    for (const Flow& flow : current.view->open) {
+      if (wanted(flow)) open.push_back(&flow);
+    }
+    for (size_t i = 0; i < open.size() || (i == 0 && open.empty()); ++i) {
+      pb::Flow message;
+      if (!open.empty()) message = BuildFlow(*open[i], "current", names);
+      message.set_end_of_current(i + 1 >= open.size());
+      if (!SendFlow(stream, writer, message)) return EndedStream(stream, context);
+    }
+    current = {};  // the view is not needed any more
+
+    while (true) {
+      if (context->IsCancelled() || stopping.load()) return EndedStream(stream, context);
+      FlowHub::Since since = flows->WaitSince(sequence, options.stream_poll);
+      if (since.stopped) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "server shutting down");
+      if (since.gap) {
+        streams_dropped++;
+        return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                            "stream fell behind the flow event ring after event " +
+                                std::to_string(sequence) + "; reconnect for the open flows");
+      }
+      if (since.events.empty()) continue;
+      names = NetnsNames();
+      for (const FlowEvent& event : since.events) {
+        if (!wanted(event.flow)) continue;
+        const pb::Flow message =
+            BuildFlow(event.flow, event.kind == FlowEventKind::kOpen ? "open" : "close", names);
+        if (!SendFlow(stream, writer, message)) return EndedStream(stream, context);
+      }
+      sequence = since.last_sequence;
+      stream.delivered = sequence;
+    }
   }
 };
 
 Result<std::unique_ptr<ApiServer>> ApiServer::Start(ApiServerOptions options,
                                                     std::shared_ptr<const ResultHub> hub,
-                                                    NetnsReader netns_reader) {
+                                                    NetnsReader netns_reader,
+                                                    std::shared_ptr<const FlowHub> flows) {
   if (!hub) return ApiError("no result hub");
   const bool with_unix = !options.socket_path.empty();
   const bool with_tcp = !options.tcp_address.empty();
@@ -750,6 +864,7 @@ Result<std::unique_ptr<ApiServer>> ApiServer::Start(ApiServerOptions options,
   impl->options = std::move(options);
   impl->hub = std::move(hub);
   impl->netns_reader = std::move(netns_reader);
+  impl->flows = std::move(flows);
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();

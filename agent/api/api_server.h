@@ -1,7 +1,8 @@
 // The gRPC API (ambientdoctor.v1.AmbientDoctor) over a unix socket and, optionally, TCP with TLS
 // (only with TLS; optionally requiring client certificates), reading a ResultHub: outputs
 // never scan, so GetReport and GetStatus answer from the latest published result, and
-// WatchFindings follows the hub. Only GetNetnsRules reads the kernel, through an injected reader.
+// WatchFindings follows the hub; StreamFlows follows the flow hub (when the daemon traces). Only
+// GetNetnsRules reads the kernel, through an injected reader.
 //
 // Also served: grpc.health.v1 (SERVING) and server reflection. Limits: request size, response
 // size, concurrent streams (one count over both listeners); a stream whose client falls behind
@@ -17,6 +18,7 @@
 #include <string_view>
 
 #include "engine/result_hub.h"
+#include "flows/flow_hub.h"
 #include "model/result.h"
 #include "model/snapshot.h"
 
@@ -76,7 +78,8 @@ class ApiServer {
   // answers on it; an address in use or that gRPC could not bind.
   static Result<std::unique_ptr<ApiServer>> Start(ApiServerOptions options,
                                                   std::shared_ptr<const ResultHub> hub,
-                                                  NetnsReader netns_reader);
+                                                  NetnsReader netns_reader,
+                                                  std::shared_ptr<const FlowHub> flows = nullptr);
   ~ApiServer();  // Shutdown() with a short grace
   ApiServer(const ApiServer&) = delete;
   ApiServer& operator=(const ApiServer&) = delete;

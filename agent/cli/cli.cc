@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -30,7 +31,9 @@
 #include "cli/rules_render.h"
 #include "client/api_client.h"
 #include "daemon/daemon.h"
+#include "daemon/flow_monitor.h"
 #include "engine/engine.h"
+#include "flows/flow_joins.h"
 #include "metrics/metrics_endpoint.h"
 #include "model/json.h"
 #include "report/finding_alerts.h"
@@ -711,7 +714,9 @@ int RunServe(const std::vector<std::string>& args) {
                 "history of every finding (first seen, last seen, resolved) and of ZDS signals, "
                 "serves the gRPC API on --api-socket (and over TCP with TLS on --api-address), "
                 "/metrics and /healthz, and logs one line per finding opened or resolved and per "
-                "source degraded or recovered. SIGTERM or SIGINT stops it.");
+                "source degraded or recovered. Runs the eBPF flow tracer (unless --no-flows): "
+                "StreamFlows, HBONE_CONNECT_FAILURES / MESH_BYPASS with every scan, or "
+                "TRACING_UNAVAILABLE with the reason. SIGTERM or SIGINT stops it.");
   AddScanFlags(flags);
   flags.Add({.name = "interval",
              .value_name = "DURATION",
@@ -763,6 +768,33 @@ int RunServe(const std::vector<std::string>& args) {
              .value_name = "DURATION",
              .default_text = "120s",
              .help = "/healthz fails when the last successful scan is older than this."});
+  flags.Add({.name = "no-flows",
+             .takes_value = false,
+             .help = "Do not run the eBPF flow tracer (no StreamFlows, no HBONE_CONNECT_FAILURES / "
+                     "MESH_BYPASS checks, no TRACING_UNAVAILABLE)."});
+  flags.Add({.name = "flow-port",
+             .repeatable = true,
+             .value_name = "PORT",
+             .default_text = "15008",
+             .help = "Port traced by the flow tracer (either end), up to 8, as `flows --port`; add "
+                     "15001 (with --flow-all-connects) for MESH_BYPASS."});
+  flags.Add({.name = "flow-attach",
+             .value_name = "MODE",
+             .default_text = "auto",
+             .help = "Flow tracer attach type: auto, tp_btf, raw_tp, tracepoint (as `flows`)."});
+  flags.Add({.name = "flow-btf",
+             .value_name = "PATH",
+             .default_text = "/sys/kernel/btf/vmlinux",
+             .help = "Kernel BTF of the flow tracer; a missing file makes tracing unavailable "
+                     "(TRACING_UNAVAILABLE) while the daemon keeps serving."});
+  flags.Add({.name = "flow-all-connects",
+             .takes_value = false,
+             .help = "Also trace every outgoing connection (the application side MESH_BYPASS "
+                     "needs; an event pair per connect on the node)."});
+  flags.Add({.name = "flow-window",
+             .value_name = "DURATION",
+             .default_text = "5m",
+             .help = "Closed flows the flow checks judge: those that ended this recently."});
   if (auto rc = ParseOrExit(flags, args)) return *rc;
   const std::string log_format = flags.Get("log-format", "text");
   if (log_format != "text" && log_format != "json") {
@@ -792,6 +824,56 @@ int RunServe(const std::vector<std::string>& args) {
   // Quiet polls are not published; publish often enough that /healthz never sees a stale result.
   options.max_unpublished =
       std::min(options.max_unpublished, std::chrono::milliseconds(*stale_after / 2));
+  const bool with_flows = !flags.Has("no-flows");
+  FlowMonitorOptions flow_options;
+  if (flags.Has("flow-port")) {
+    flow_options.tracer.ports.clear();
+    for (const std::string& text : flags.GetAll("flow-port")) {
+      char* end = nullptr;
+      const long port = std::strtol(text.c_str(), &end, 10);
+      if (end == text.c_str() || *end != '\0' || port < 1 || port > 65535 ||
+          flow_options.tracer.ports.size() >= 8) {
+        std::fprintf(stderr, "ambient-doctor: bad --flow-port \"%s\" (1-65535, at most 8)\n",
+                     text.c_str());
+        return kExitScanFailed;
+      }
+      flow_options.tracer.ports.push_back(static_cast<uint16_t>(port));
+    }
+  }
+  if (auto attach = ParseAttachMode(flags.Get("flow-attach", "auto"))) {
+    flow_options.tracer.attach = *attach;
+  } else {
+    std::fprintf(stderr, "ambient-doctor: --flow-attach is auto, tp_btf, raw_tp or tracepoint\n");
+    return kExitScanFailed;
+  }
+  flow_options.tracer.btf_path = flags.Get("flow-btf", flow_options.tracer.btf_path);
+  flow_options.tracer.trace_all_connects = flags.Has("flow-all-connects");
+  const auto flow_window = PositiveDurationFlag(flags, "flow-window", "5m");
+  if (!flow_window) return kExitScanFailed;
+  FlowFindingOptions flow_findings;
+  flow_findings.window = std::chrono::milliseconds(*flow_window);
+  flow_findings.checks.hbone_port = flow_options.tracer.ports.front();
+  auto flow_hub = std::make_shared<FlowHub>();
+  // Loaded before the first scan, so its first report already says whether tracing works.
+  std::unique_ptr<FlowMonitor> flow_monitor;
+  if (with_flows) {
+    flow_monitor = std::make_unique<FlowMonitor>(flow_options, flow_hub);
+    const FlowTracerStatus tracer = flow_hub->status();
+    if (tracer.available) {
+      spdlog::info("{}", NoteLine("flow tracer attached (" + tracer.attach_mode + ")", format));
+    } else {
+      spdlog::warn("{}", NoteLine("flow tracer unavailable: " + tracer.reason, format));
+    }
+  }
+  options.extra_findings = [flow_hub, flow_findings](const NodeSnapshot& snapshot,
+                                                     const NodeAnalysis& analysis) {
+    const FlowHub::Current current = flow_hub->Latest();
+    const int64_t now_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                               std::chrono::system_clock::now().time_since_epoch())
+                               .count();
+    return FlowFindings(flow_hub->status(), *current.view, FlowContextOf(snapshot, analysis.netns),
+                        now_ns, flow_findings);
+  };
   api::ApiServerOptions api_options;
   api_options.socket_path = flags.Get("api-socket", api::kDefaultSocketPath);
   if (api_options.socket_path == "off") api_options.socket_path.clear();
@@ -844,7 +926,8 @@ int RunServe(const std::vector<std::string>& args) {
   }
   MetricsExporter exporter(MetricsOptions{.version = kVersion,
                                           .per_pod_labels = flags.Has("metrics-per-pod"),
-                                          .stale_after_ms = *stale_after});
+                                          .stale_after_ms = *stale_after,
+                                          .hbone_port = flow_findings.checks.hbone_port});
   options.on_step = [&exporter](StepTrigger trigger, double seconds, size_t netns_read) {
     if (trigger != StepTrigger::kStartup && netns_read > 0) exporter.RecordReread(trigger, seconds);
   };
@@ -863,18 +946,22 @@ int RunServe(const std::vector<std::string>& args) {
                                 format));
   }
   std::thread metrics_feed([&exporter, &daemon] { exporter.FollowHub(daemon.hub()); });
+  std::thread flow_metrics_feed(
+      [&exporter, &daemon, flow_hub] { exporter.FollowFlows(*flow_hub, daemon.hub()); });
   // gRPC's lines (API server, CRI client) must not break the daemon's log format.
   g_serve_log_format = format;
   api::SetGrpcLogSink(LogGrpcLine);
   std::unique_ptr<api::ApiServer> api_server;
   if (!api_options.socket_path.empty() || !api_options.tcp_address.empty()) {
     auto started = api::ApiServer::Start(api_options, daemon.shared_hub(),
-                                         MakeNetnsReader(daemon.shared_hub()));
+                                         MakeNetnsReader(daemon.shared_hub()), flow_hub);
     if (!started.ok()) {
       spdlog::error("{}", NoteLine("gRPC API: " + started.error().message, format));
       daemon.Stop();
       daemon.hub().Stop();
+      flow_hub->Stop();
       metrics_feed.join();
+      flow_metrics_feed.join();
       return kExitScanFailed;
     }
     api_server = std::move(*started);
@@ -899,7 +986,10 @@ int RunServe(const std::vector<std::string>& args) {
   spdlog::info("{}", NoteLine("serving", format));
   daemon.Run(format);  // stops the hub when it returns: the feed thread and streams end too
   g_daemon = nullptr;
+  flow_hub->Stop();  // flow streams end too
+  if (flow_monitor) flow_monitor->Stop();
   metrics_feed.join();
+  flow_metrics_feed.join();
   if (api_server) api_server->Shutdown();
   if (endpoint) endpoint->Stop();
   spdlog::info("{}",

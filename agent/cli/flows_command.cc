@@ -17,6 +17,8 @@
 #include <set>
 
 #include "cli/flags.h"
+#include "client/api_client.h"
+#include "flows/flow_joins.h"
 #include "model/json.h"
 #include "sources/netns/discovery.h"
 #include "tracing/flow_tracer.h"
@@ -46,6 +48,7 @@ std::optional<int64_t> ParseDurationMs(const std::string& text) {
 }
 
 std::string NetnsLabel(const FlowsReport& report, uint32_t inode) {
+  if (auto pod = report.pods.find(inode); pod != report.pods.end()) return pod->second;
   auto it = report.netns_paths.find(inode);
   return it != report.netns_paths.end() ? it->second : "netns:" + std::to_string(inode);
 }
@@ -58,6 +61,9 @@ void WriteFlow(JsonWriter& j, const FlowsReport& report, const Flow& flow) {
   j.Key("netns").BeginObject().Field("inode", flow.netns_inode);
   if (auto it = report.netns_paths.find(flow.netns_inode); it != report.netns_paths.end()) {
     j.Field("path", it->second);
+  }
+  if (auto it = report.pods.find(flow.netns_inode); it != report.pods.end()) {
+    j.Field("pod", it->second);
   }
   j.EndObject();
   j.Field("role", FlowRoleName(flow.role)).Field("protocol", "tcp");
@@ -121,6 +127,85 @@ void AppendRow(std::string& out, const FlowsReport& report, const Flow& flow) {
                 Bytes(flow.bytes_sent).c_str(), Bytes(flow.bytes_received).c_str(), flow.srtt_us,
                 flow.retransmits, flow.resets());
   out += line;
+}
+
+// A flow of the daemon's StreamFlows as the table's event (the daemon spells addresses as text).
+std::optional<FlowEvent> EventOf(const client::pb::Flow& message) {
+  FlowEvent event;
+  event.kind = message.event() == "close" ? FlowEventKind::kClose : FlowEventKind::kOpen;
+  Flow& flow = event.flow;
+  std::optional<FlowAddress> src = ParseFlowAddress(message.tuple().src_ip());
+  std::optional<FlowAddress> dst = ParseFlowAddress(message.tuple().dst_ip());
+  if (!src || !dst) return std::nullopt;
+  flow.tuple = {*src, static_cast<uint16_t>(message.tuple().src_port()), *dst,
+                static_cast<uint16_t>(message.tuple().dst_port())};
+  flow.flow_id = message.socket_cookie();
+  flow.cookie_known = message.socket_cookie() != 0;
+  flow.netns_inode = message.netns_inode();
+  flow.role = message.role() == "server" ? FlowRole::kServer : FlowRole::kClient;
+  flow.mark = message.mark();
+  flow.started_unix_ns = static_cast<int64_t>(message.started_unix_ms() * 1e6);
+  flow.ended_unix_ns = static_cast<int64_t>(message.ended_unix_ms() * 1e6);
+  if (message.connect_latency_us() > 0 && flow.started_unix_ns != 0) {
+    flow.established_unix_ns =
+        flow.started_unix_ns + static_cast<int64_t>(message.connect_latency_us() * 1000);
+  }
+  flow.bytes_sent = message.bytes_sent();
+  flow.bytes_received = message.bytes_received();
+  flow.srtt_us = message.srtt_us();
+  flow.retransmits = message.retransmits();
+  flow.resets_received = message.resets();
+  flow.outcome = ParseFlowOutcome(message.outcome()).value_or(FlowOutcome::kOpen);
+  if (flow.flow_id == 0) {
+    // Without a cookie the table still needs one id per flow: the tuple and netns identify it.
+    flow.flow_id = std::hash<std::string>{}(std::to_string(flow.netns_inode) + " " +
+                                            Endpoint(*src, flow.tuple.src_port) + " " +
+                                            Endpoint(*dst, flow.tuple.dst_port));
+  }
+  return event;
+}
+
+struct FlowFilter {
+  std::optional<uint32_t> netns;
+  std::optional<FlowOutcome> outcome;
+  bool failed = false;
+  bool Keep(const Flow& flow) const {
+    if (netns && flow.netns_inode != *netns) return false;
+    if (failed && !IsFailedOutcome(flow.outcome)) return false;
+    if (outcome && flow.outcome != *outcome) return false;
+    return true;
+  }
+};
+
+// --follow: one line per flow message (table) or one JSON object per line, until interrupted.
+int FollowDaemonFlows(client::FlowStream& stream, const FlowsReport& names,
+                      const FlowFilter& filter, bool json) {
+  client::pb::Flow message;
+  while (!g_stop_flows) {
+    const client::FlowStream::Read read = stream.Next(&message, std::chrono::milliseconds(200));
+    if (read == client::FlowStream::Read::kIdle) continue;
+    if (read == client::FlowStream::Read::kEnded) {
+      std::fprintf(stderr, "ambient-doctor flows: %s\n", stream.end_error().message.c_str());
+      return kExitFailed;
+    }
+    if (message.tuple().dst_ip().empty()) continue;  // an empty current set's marker
+    std::optional<FlowEvent> event = EventOf(message);
+    if (!event || !filter.Keep(event->flow)) continue;
+    if (json) {
+      JsonWriter j(/*pretty=*/false);
+      j.BeginObject().Field("event", message.event()).Key("flow");
+      WriteFlow(j, names, event->flow);
+      j.EndObject();
+      std::fputs((j.str() + "\n").c_str(), stdout);
+    } else {
+      std::string row;
+      AppendRow(row, names, event->flow);
+      std::fputs((message.event() + (message.event().size() < 8 ? "\t" : " ") + row).c_str(),
+                 stdout);
+    }
+    std::fflush(stdout);
+  }
+  return kExitOk;
 }
 
 }  // namespace
@@ -262,6 +347,25 @@ int RunFlows(const std::vector<std::string>& args) {
              .value_name = "FORMAT",
              .default_text = "table",
              .help = "Output format: table or json (schema ambient-doctor.flows/v1)."});
+  flags.Add({.name = "follow",
+             .takes_value = false,
+             .help =
+                 "Stream the daemon's flows (the open ones, then one line per open/close) until "
+                 "interrupted. Needs the daemon (serve)."});
+  flags.Add({.name = "pod",
+             .value_name = "NS/NAME",
+             .help = "Only flows of this pod's netns (pod names from the daemon's report). Needs "
+                     "the daemon (serve)."});
+  flags.Add(
+      {.name = "local",
+       .takes_value = false,
+       .help = "Trace in this process even when the daemon (serve) answers on --api-socket."});
+  flags.Add({.name = "api-socket",
+             .value_name = "PATH",
+             .default_text = client::kDefaultApiSocket,
+             .help = "The daemon's gRPC socket: when it answers, flows come from its tracer "
+                     "(StreamFlows) unless a tracer flag (--port, --attach, --ring-bytes, "
+                     "--all-connects, --btf) or --local asks for a local trace."});
   flags.Add({.name = "log-level",
              .value_name = "LEVEL",
              .default_text = "warn",
@@ -330,6 +434,100 @@ int RunFlows(const std::vector<std::string>& args) {
       only_outcome = ParseFlowOutcome(text);
       if (!only_outcome) return fail("unknown --outcome \"" + text + "\"");
     }
+  }
+
+  // The daemon's tracer when it answers and nothing asks for a tracer of our own.
+  bool local = flags.Has("local");
+  for (const char* name : {"port", "attach", "ring-bytes", "all-connects", "btf"}) {
+    if (flags.Has(name)) local = true;
+  }
+  std::unique_ptr<client::ApiClient> daemon;
+  std::string no_daemon = "--local or a tracer flag given";
+  if (!local) {
+    client::ClientOptions client_options;
+    client_options.socket_path = flags.Get("api-socket", client::kDefaultApiSocket);
+    Result<std::unique_ptr<client::ApiClient>> connected =
+        client::ApiClient::Connect(client_options);
+    if (connected.ok()) {
+      daemon = std::move(connected).value();
+    } else {
+      no_daemon = connected.error().message;
+      if (connected.error().error_number != ENOENT) {
+        spdlog::warn("tracing locally: {}", no_daemon);
+      }
+    }
+  }
+  if (!daemon && (flags.Has("follow") || flags.Has("pod"))) {
+    return fail(std::string(flags.Has("follow") ? "--follow" : "--pod") +
+                " reads the daemon's flows, and no daemon answers: " + no_daemon);
+  }
+  if (daemon) {
+    FlowsReport report;
+    Result<client::pb::Status> status = daemon->GetStatus();
+    if (status.ok()) report.attach_mode = status->flow_tracer_attach();
+    // Pod names (and --pod) from the daemon's latest report.
+    if (Result<client::pb::Report> latest = daemon->GetReport(); latest.ok()) {
+      for (const client::pb::NetnsEntry& netns : latest->netns()) {
+        report.netns_paths[netns.inode()] = netns.path();
+        if (netns.has_pod()) report.pods[netns.inode()] = netns.pod();
+      }
+    }
+    if (flags.Has("pod")) {
+      const std::string pod = flags.Get("pod");
+      std::optional<uint32_t> inode;
+      for (const auto& [netns, name] : report.pods) {
+        if (name == pod) inode = netns;
+      }
+      if (!inode) return fail("--pod " + pod + ": no such pod in the daemon's report");
+      if (only_netns && *only_netns != *inode)
+        return fail("--pod and --netns name different netns");
+      only_netns = inode;
+    }
+    FlowFilter filter{.netns = only_netns, .outcome = only_outcome, .failed = only_failed};
+    Result<std::unique_ptr<client::FlowStream>> stream =
+        daemon->StreamFlows(only_netns.value_or(0));
+    if (!stream.ok()) {
+      if (output == "json") {
+        JsonWriter j;
+        j.BeginObject().Field("schema", "ambient-doctor.flows/v1").Field("available", false);
+        j.Field("reason", stream.error().message).EndObject();
+        std::fputs((j.str() + "\n").c_str(), stdout);
+      }
+      return fail("the daemon's flows: " + stream.error().message);
+    }
+    struct sigaction action {};
+    action.sa_handler = StopFlowsOnSignal;
+    ::sigemptyset(&action.sa_mask);
+    ::sigaction(SIGINT, &action, nullptr);
+    ::sigaction(SIGTERM, &action, nullptr);
+    if (flags.Has("follow")) return FollowDaemonFlows(**stream, report, filter, output == "json");
+    // One shot: the open flows, then what opens and closes for --duration, in a table of our own.
+    FlowTable table;
+    client::pb::Flow message;
+    const auto begin = std::chrono::steady_clock::now();
+    const auto deadline = begin + std::chrono::milliseconds(*duration_ms);
+    while (!g_stop_flows && std::chrono::steady_clock::now() < deadline) {
+      const auto read = (*stream)->Next(&message, std::chrono::milliseconds(200));
+      if (read == client::FlowStream::Read::kEnded) {
+        report.errors.push_back((*stream)->end_error().message);
+        break;
+      }
+      if (read != client::FlowStream::Read::kFlow || message.tuple().dst_ip().empty()) continue;
+      if (std::optional<FlowEvent> event = EventOf(message)) {
+        ++report.events;
+        table.Apply(*event);
+      }
+    }
+    if (status.ok()) report.lost_events = status->flow_tracer_lost_events();
+    report.duration_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                             std::chrono::steady_clock::now() - begin)
+                             .count();
+    report.view = table.View();
+    std::erase_if(report.view.open, [&](const Flow& flow) { return !filter.Keep(flow); });
+    std::erase_if(report.view.closed, [&](const Flow& flow) { return !filter.Keep(flow); });
+    const std::string text = output == "json" ? RenderFlowsJson(report) : RenderFlowsTable(report);
+    std::fputs(text.c_str(), stdout);
+    return kExitOk;
   }
 
   Result<std::unique_ptr<FlowTracer>> started = StartFlowTracer(options);

@@ -24,6 +24,7 @@ struct FlowsReport {
   uint64_t decode_errors = 0;
   std::vector<std::string> errors;              // live refresh failures, per netns
   std::map<uint32_t, std::string> netns_paths;  // inode -> a path, when discovery found it
+  std::map<uint32_t, std::string> pods;         // inode -> "namespace/name" (from the daemon)
   FlowTableView view;                           // already filtered
 };
 

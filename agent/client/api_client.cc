@@ -255,6 +255,86 @@ Result<std::unique_ptr<FindingStream>> ApiClient::WatchFindings() {
   return stream;
 }
 
+struct FlowStream::Impl {
+  grpc::ClientContext context;
+  std::unique_ptr<grpc::ClientReader<pb::Flow>> reader;
+  std::thread thread;
+  std::mutex mutex;
+  std::condition_variable ready;
+  std::deque<pb::Flow> flows;
+  bool ended = false;
+  SourceError end_error;
+
+  void Run() {
+    pb::Flow flow;
+    bool overflow = false;
+    while (reader->Read(&flow)) {
+      std::lock_guard lock(mutex);
+      if (flows.size() >= FlowStream::kMaxBuffered) {
+        overflow = true;
+        context.TryCancel();
+        break;
+      }
+      flows.push_back(std::move(flow));
+      ready.notify_one();
+    }
+    const grpc::Status status = reader->Finish();
+    std::lock_guard lock(mutex);
+    if (overflow) {
+      end_error = ClientError("StreamFlows: more than " + std::to_string(kMaxBuffered) +
+                                  " flows waiting unread; stream ended",
+                              ENOBUFS);
+    } else {
+      end_error = status.ok() ? ClientError("StreamFlows: the daemon ended the stream", EPIPE)
+                              : StatusError("StreamFlows", status);
+    }
+    ended = true;
+    ready.notify_one();
+  }
+};
+
+Result<std::unique_ptr<FlowStream>> ApiClient::StreamFlows(uint32_t netns_inode) {
+  auto impl = std::make_unique<FlowStream::Impl>();
+  pb::StreamFlowsRequest request;
+  request.set_netns_inode(netns_inode);
+  impl->reader = impl_->stub->StreamFlows(&impl->context, request);
+  FlowStream::Impl* raw = impl.get();
+  impl->thread = std::thread([raw] { raw->Run(); });
+  auto stream = std::make_unique<FlowStream>(std::move(impl));
+  {
+    std::unique_lock lock(raw->mutex);
+    const bool answered = raw->ready.wait_for(lock, impl_->options.call_timeout,
+                                              [raw] { return !raw->flows.empty() || raw->ended; });
+    if (!answered) {
+      return ClientError("StreamFlows: no first message within " +
+                             std::to_string(impl_->options.call_timeout.count()) + " ms",
+                         ETIMEDOUT);
+    }
+    if (raw->flows.empty()) return raw->end_error;
+  }
+  return stream;
+}
+
+FlowStream::FlowStream(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+FlowStream::~FlowStream() {
+  impl_->context.TryCancel();
+  if (impl_->thread.joinable()) impl_->thread.join();
+}
+
+FlowStream::Read FlowStream::Next(pb::Flow* flow, std::chrono::milliseconds wait) {
+  std::unique_lock lock(impl_->mutex);
+  impl_->ready.wait_for(lock, wait, [this] { return !impl_->flows.empty() || impl_->ended; });
+  if (!impl_->flows.empty()) {
+    *flow = std::move(impl_->flows.front());
+    impl_->flows.pop_front();
+    return Read::kFlow;
+  }
+  return impl_->ended ? Read::kEnded : Read::kIdle;
+}
+
+const SourceError& FlowStream::end_error() const { return impl_->end_error; }
+
 FindingStream::FindingStream(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 FindingStream::~FindingStream() {

@@ -37,6 +37,7 @@ struct ClientOptions {
 bool IsAnsweredNo(const SourceError& call_error);  // ENOENT, EACCES, EINVAL from a call
 
 class FindingStream;
+class FlowStream;
 
 class ApiClient {
  public:
@@ -52,6 +53,9 @@ class ApiClient {
   Result<pb::NetnsRules> GetNetnsRulesByPath(const std::string& path);
   // Opens WatchFindings; the first event must arrive within call_timeout.
   Result<std::unique_ptr<FindingStream>> WatchFindings();
+  // Opens StreamFlows (0: every netns); the first message (the open flows) must arrive within
+  // call_timeout. UNAVAILABLE (EAGAIN) when the daemon's tracer is not running, with its reason.
+  Result<std::unique_ptr<FlowStream>> StreamFlows(uint32_t netns_inode = 0);
 
   const std::string& socket_path() const;
 
@@ -77,6 +81,25 @@ class FindingStream {
 
   struct Impl;
   explicit FindingStream(std::unique_ptr<Impl> impl);
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// A StreamFlows stream read on its own thread. At most max_buffered messages wait unread; past
+// that the stream ends (the caller is too slow) rather than growing without bound.
+class FlowStream {
+ public:
+  enum class Read { kFlow, kIdle, kEnded };
+  Read Next(pb::Flow* flow, std::chrono::milliseconds wait);
+  const SourceError& end_error() const;
+  ~FlowStream();  // cancels the call and joins the reader
+  FlowStream(const FlowStream&) = delete;
+  FlowStream& operator=(const FlowStream&) = delete;
+
+  static constexpr size_t kMaxBuffered = 65536;
+  struct Impl;
+  explicit FlowStream(std::unique_ptr<Impl> impl);
 
  private:
   std::unique_ptr<Impl> impl_;

@@ -69,6 +69,14 @@ std::string SourceLine(const SourceChange& change, LogFormat format) {
   return line;
 }
 
+// Equal as outputs would show them (identity, pod, summary, evidence).
+bool SameFindings(const std::vector<Finding>& a, const std::vector<Finding>& b) {
+  return std::equal(a.begin(), a.end(), b.begin(), b.end(), [](const Finding& x, const Finding& y) {
+    return x.code == y.code && x.netns_inode == y.netns_inode && x.subject == y.subject &&
+           x.pod == y.pod && x.summary == y.summary && x.evidence == y.evidence;
+  });
+}
+
 }  // namespace
 
 std::vector<std::string> StepLogLines(const EngineStep& step, LogFormat format) {
@@ -101,6 +109,12 @@ Daemon::Daemon(DaemonOptions options, std::unique_ptr<NetnsInspector> inspector,
   // that was ~3 MiB of the idle daemon's RSS. Two arenas match the scan's two workers.
   // MALLOC_ARENA_MAX still overrides.
   if (std::getenv("MALLOC_ARENA_MAX") == nullptr) (void)::mallopt(M_ARENA_MAX, 2);
+  if (options_.extra_findings) {
+    engine_.set_extra_findings([this](const NodeSnapshot& snapshot, const NodeAnalysis& analysis) {
+      last_extra_ = options_.extra_findings(snapshot, analysis);
+      return last_extra_;
+    });
+  }
 }
 
 void Daemon::Stop() {
@@ -118,6 +132,15 @@ void Daemon::StepAndPublish(StepTrigger trigger, const StepPlan& plan, LogFormat
   StepPlan planned = plan;
   planned.skip_if_unchanged = !plan.full && options_.max_unpublished.count() > 0 &&
                               started - last_published_ < options_.max_unpublished;
+  // The scan may be unchanged while the flow findings are not: judge them on the last result.
+  if (planned.skip_if_unchanged && options_.extra_findings) {
+    const auto latest = hub_->Latest();
+    if (latest && latest->step.usable &&
+        !SameFindings(options_.extra_findings(latest->step.snapshot, latest->step.analysis),
+                      last_extra_)) {
+      planned.skip_if_unchanged = false;
+    }
+  }
   EngineStep step = engine_.Step(planned);
   ++steps_;
   const double seconds =

@@ -40,6 +40,9 @@ struct DaemonOptions {
   // Called after every step with its trigger, wall time and how many netns it re-read (metrics).
   std::function<void(StepTrigger, double seconds, size_t netns_read)> on_step;
   std::function<void()> on_event_overflow;  // an event socket lost events (ENOBUFS)
+  // Findings of the flow checks (flow_joins.h FlowFindings over the FlowHub's latest view),
+  // merged into every step's findings. A quiet poll is published anyway when they changed.
+  Engine::ExtraFindings extra_findings;
 };
 
 // One log line (without timestamp and level, which the logger adds) per change of one step: the
@@ -86,6 +89,7 @@ class Daemon {
   std::set<uint64_t> last_inodes_;  // netns of the last step (what the monitor must watch)
   std::chrono::steady_clock::time_point last_trim_{};  // ReleaseFreedMemory()'s rate limit
   std::vector<NetnsRecord> last_records_;
+  std::vector<Finding> last_extra_;  // what extra_findings gave the last analysed step
 };
 
 }  // namespace ad

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <iterator>
+#include <tuple>
 #include <utility>
 
 #include "scan/cri_node_source.h"
@@ -157,6 +159,20 @@ EngineStep Engine::Step(const StepPlan& plan) {
   }
   step.scan_recovered = std::exchange(scan_failing_, false);
   step.analysis = Analyze(step.snapshot, config_.analysis, &history_);
+  if (extra_findings_) {
+    std::vector<Finding> extra = extra_findings_(step.snapshot, step.analysis);
+    if (!extra.empty()) {
+      std::vector<Finding>& findings = step.analysis.findings;
+      findings.insert(findings.end(), std::make_move_iterator(extra.begin()),
+                      std::make_move_iterator(extra.end()));
+      // The order Analyze returns: severity desc, then netns path, code, subject.
+      std::stable_sort(findings.begin(), findings.end(), [](const Finding& a, const Finding& b) {
+        if (a.severity != b.severity) return a.severity > b.severity;
+        return std::tie(a.netns_path, a.code, a.subject) <
+               std::tie(b.netns_path, b.code, b.subject);
+      });
+    }
+  }
   step.changes = DiffFindings(open_findings_, step.analysis.findings);
   open_findings_ = step.analysis.findings;
   const size_t resolved_before =

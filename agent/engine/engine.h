@@ -106,11 +106,19 @@ class Engine {
   const std::vector<Finding>& open_findings() const { return open_findings_; }
   const EngineConfig& config() const { return config_; }
 
+  // Findings of checks outside the scan (the daemon's flow checks), judged with each usable
+  // step's snapshot and analysis and merged into its findings before changes and history, so
+  // they open, resolve and age like any other finding.
+  using ExtraFindings =
+      std::function<std::vector<Finding>(const NodeSnapshot&, const NodeAnalysis&)>;
+  void set_extra_findings(ExtraFindings extra) { extra_findings_ = std::move(extra); }
+
  private:
   EngineConfig config_;
   ScanOptions scan_;
   std::unique_ptr<NetnsInspector> inspector_;
   Clock clock_;
+  ExtraFindings extra_findings_;
   History history_;
   FindingHistory finding_history_;
   std::shared_ptr<const std::vector<FindingRecord>> recently_resolved_;

@@ -14,6 +14,7 @@
 #include <set>
 #include <utility>
 
+#include "flows/flow_joins.h"
 #include "report/redirect_state.h"
 
 #ifndef AD_VERSION
@@ -35,6 +36,16 @@ constexpr std::array<std::pair<ZdsState, const char*>, 3> kHandoffStates = {
     {{ZdsState::kHandedOff, "handed_off"},
      {ZdsState::kPending, "pending"},
      {ZdsState::kStalled, "stalled"}}};
+
+// Outcomes of closed HBONE connections (metric label `outcome`).
+constexpr std::array<FlowOutcome, 6> kClosedOutcomes = {
+    FlowOutcome::kClosed,  FlowOutcome::kRefused,     FlowOutcome::kReset,
+    FlowOutcome::kTimeout, FlowOutcome::kUnreachable, FlowOutcome::kAborted};
+constexpr std::array<const char*, 2> kLocalities = {"same_node", "remote"};
+constexpr std::array<const char*, 3> kAttachModes = {"tp_btf", "raw_tp", "tracepoint"};
+// HBONE connects take ~0.1 ms on a node, a few ms across a zone, more across regions.
+const prometheus::Histogram::BucketBoundaries kConnectLatencyBuckets = {
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 3};
 
 // A re-read of one netns costs ~0.1-1 ms (change-detection facts); a resync of many takes longer.
 const prometheus::Histogram::BucketBoundaries kRereadBuckets = {
@@ -83,6 +94,12 @@ struct MetricsExporter::Metrics {
   std::map<SourceKind, prometheus::Gauge*> source_errors;
   prometheus::Counter* event_socket_overflows = nullptr;
   prometheus::Counter* results_missed = nullptr;
+  std::map<std::pair<FlowOutcome, bool>, prometheus::Counter*> hbone_connections;  // same_node
+  std::map<bool, prometheus::Histogram*> hbone_connect_latency;                    // same_node
+  prometheus::Gauge* flows_open = nullptr;
+  prometheus::Counter* tracer_lost_events = nullptr;
+  prometheus::Gauge* tracer_available = nullptr;
+  std::map<std::string, prometheus::Gauge*> tracer_attach;
   Family<prometheus::Gauge>* pod_redirect_state = nullptr;  // per_pod_labels only
   std::vector<prometheus::Gauge*> pod_series;
 };
@@ -207,6 +224,50 @@ MetricsExporter::MetricsExporter(MetricsOptions options, Clock clock)
                               "result ring before it read them).")
                           .Register(r)
                           .Add({});
+  auto& hbone = BuildCounter()
+                    .Name("ambient_doctor_hbone_connections_total")
+                    .Help(
+                        "HBONE (:15008) client connections traced by the flow tracer, counted "
+                        "when they close, by outcome and destination locality (same_node: a pod "
+                        "IP of this node).")
+                    .Register(r);
+  auto& latency = BuildHistogram()
+                      .Name("ambient_doctor_hbone_connect_latency_seconds")
+                      .Help(
+                          "SYN to ESTABLISHED time of traced HBONE client connections, by "
+                          "destination locality.")
+                      .Register(r);
+  for (size_t i = 0; i < kLocalities.size(); ++i) {
+    const bool same_node = i == 0;
+    for (FlowOutcome outcome : kClosedOutcomes) {
+      m.hbone_connections[{outcome, same_node}] = &hbone.Add(
+          {{"outcome", std::string(FlowOutcomeName(outcome))}, {"locality", kLocalities[i]}});
+    }
+    m.hbone_connect_latency[same_node] =
+        &latency.Add({{"locality", kLocalities[i]}}, kConnectLatencyBuckets);
+  }
+  m.flows_open = &BuildGauge()
+                      .Name("ambient_doctor_flows_open")
+                      .Help("Flows the flow tracer sees open now (every traced port).")
+                      .Register(r)
+                      .Add({});
+  m.tracer_lost_events = &BuildCounter()
+                              .Name("ambient_doctor_flow_tracer_lost_events_total")
+                              .Help("Flow tracer events lost because its ring buffer was full.")
+                              .Register(r)
+                              .Add({});
+  m.tracer_available = &BuildGauge()
+                            .Name("ambient_doctor_flow_tracer_available")
+                            .Help(
+                                "1 while the eBPF flow tracer is loaded and attached, else 0 "
+                                "(disabled, or TRACING_UNAVAILABLE says why).")
+                            .Register(r)
+                            .Add({});
+  auto& attach = BuildGauge()
+                     .Name("ambient_doctor_flow_tracer_attach_info")
+                     .Help("1 for the attach type the flow tracer uses, 0 for the others.")
+                     .Register(r);
+  for (const char* mode : kAttachModes) m.tracer_attach[mode] = &attach.Add({{"attach", mode}});
   BuildGauge()
       .Name("ambient_doctor_build_info")
       .Help("Always 1; the version of the agent is a label.")
@@ -324,6 +385,55 @@ void MetricsExporter::FollowHub(const ResultHub& hub) {
       for (const auto& result : since.results) Consume(*result);
       last = since.results.back()->sequence;
     }
+    if (since.stopped) return;
+  }
+}
+
+void MetricsExporter::ConsumeFlows(const FlowTracerStatus& status,
+                                   const std::vector<FlowEvent>& events, size_t open_flows,
+                                   const std::set<FlowAddress>& addresses) {
+  std::lock_guard lock(mutex_);
+  Metrics& m = *metrics_;
+  for (const FlowEvent& event : events) {
+    const Flow& flow = event.flow;
+    if (flow.role != FlowRole::kClient || flow.tuple.dst_port != options_.hbone_port) continue;
+    const bool same_node = addresses.contains(flow.tuple.dst);
+    if (event.kind == FlowEventKind::kOpen) {
+      if (auto us = flow.ConnectLatencyUs()) {
+        m.hbone_connect_latency[same_node]->Observe(static_cast<double>(*us) / 1e6);
+      }
+      continue;
+    }
+    if (auto it = m.hbone_connections.find({flow.outcome, same_node});
+        it != m.hbone_connections.end()) {
+      it->second->Increment();
+    }
+  }
+  m.flows_open->Set(static_cast<double>(open_flows));
+  m.tracer_available->Set(status.available ? 1 : 0);
+  for (auto& [mode, gauge] : m.tracer_attach) gauge->Set(status.attach_mode == mode ? 1 : 0);
+  if (status.lost_events > lost_events_seen_) {
+    m.tracer_lost_events->Increment(static_cast<double>(status.lost_events - lost_events_seen_));
+    lost_events_seen_ = status.lost_events;
+  }
+}
+
+void MetricsExporter::FollowFlows(const FlowHub& flows, const ResultHub& results) {
+  uint64_t last = flows.Latest().sequence;
+  uint64_t joined_sequence = 0;  // the result `addresses` came from
+  std::set<FlowAddress> addresses;
+  for (;;) {
+    // Events and the hub's stop wake it; the timeout only refreshes the tracer's status.
+    FlowHub::Since since = flows.WaitSince(last, std::chrono::milliseconds(5000));
+    if (const auto latest = results.Latest();
+        latest && latest->sequence != joined_sequence && !latest->step.light) {
+      addresses = FlowContextOf(latest->step.snapshot, latest->step.analysis.netns).node_addresses;
+      joined_sequence = latest->sequence;
+    }
+    // Past a gap the counts miss what the ring dropped; the tracer's own losses are counted.
+    if (since.gap) since.last_sequence = flows.Latest().sequence;
+    ConsumeFlows(flows.status(), since.events, flows.Latest().view->open.size(), addresses);
+    last = since.last_sequence;
     if (since.stopped) return;
   }
 }

@@ -11,10 +11,12 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "engine/result_hub.h"
+#include "flows/flow_hub.h"
 
 namespace prometheus {
 class Registry;
@@ -34,6 +36,7 @@ struct MetricsOptions {
   bool per_pod_labels = false;
   // /healthz fails when the last successful (usable) scan is older than this.
   int64_t stale_after_ms = 120'000;
+  uint16_t hbone_port = 15008;  // client flows to it are HBONE connections
 };
 
 struct HealthVerdict {
@@ -59,6 +62,15 @@ class MetricsExporter {
   // ambient_doctor_results_missed_total.
   void FollowHub(const ResultHub& hub);
 
+  // Flow tracer metrics: HBONE connections by outcome and locality (counted at close), connect
+  // latency (at open), open flows, lost events, availability. `addresses`: the node's pod IPs
+  // (same-node destinations; FlowContextOf). Exported at 0 while the tracer is off.
+  void ConsumeFlows(const FlowTracerStatus& status, const std::vector<FlowEvent>& events,
+                    size_t open_flows, const std::set<FlowAddress>& addresses);
+  // Follows `flows` until it is stopped, joining destinations against the latest result of
+  // `results`. Blocking: run it on its own thread.
+  void FollowFlows(const FlowHub& flows, const ResultHub& results);
+
   // Daemon counters. A re-read is one re-read of one or more netns by the change detector.
   void RecordReread(StepTrigger trigger, double duration_seconds);
   void RecordEventSocketOverflow();  // ENOBUFS on a netlink event socket
@@ -77,6 +89,7 @@ class MetricsExporter {
   std::unique_ptr<Metrics> metrics_;
   mutable std::mutex mutex_;
   int64_t last_usable_scan_ms_ = 0;  // snapshot time of the last usable step; 0 = none yet
+  uint64_t lost_events_seen_ = 0;    // the tracer's lost-event count already exported
 };
 
 // The HTTP content type of Exposition().

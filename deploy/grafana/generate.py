@@ -11,8 +11,10 @@ import pathlib
 
 DS = {"type": "prometheus", "uid": "${datasource}"}
 NODE = 'node=~"$node"'
-# Tracer-era codes (not exported yet); panels over them show 0/no data until the tracer lands.
+# Finding codes of the eBPF flow tracer (serve runs it unless --no-flows).
 TRACER_CODES = ["MESH_BYPASS", "HBONE_CONNECT_FAILURES"]
+FAILED_OUTCOMES = "refused|reset|timeout|unreachable"
+
 
 
 class Layout:
@@ -182,8 +184,8 @@ def build():
     lay.row("HBONE flows")
     codes = "|".join(TRACER_CODES)
     lay.add(timeseries("Mesh bypass and HBONE connect failures (findings)", "REDIRECT_MISSING "
-                       "now; MESH_BYPASS and HBONE_CONNECT_FAILURES once the flow tracer "
-                       "exports them.",
+                       "(rules) beside the flow tracer's MESH_BYPASS and HBONE_CONNECT_FAILURES "
+                       "(per pod netns, over the tracer's window).",
                        [target(f'sum by (node, code) (ambient_doctor_findings{{{NODE},'
                                f'code=~"REDIRECT_MISSING|{codes}"}})', "{{node}} {{code}}")]),
             12, 8)
@@ -192,12 +194,24 @@ def build():
                        [target(f"sum by (node, response_flags) (rate(istio_tcp_connections_opened_total"
                                f'{{{NODE},reporter="source"}}[$__rate_interval]))',
                                "{{node}} {{response_flags}}")], unit="cps"), 12, 8)
-    lay.add(text("Waiting for the flow tracer",
-                 "These panels need the eBPF flow tracer's metrics, which do not exist yet:\n\n"
-                 "* **HBONE flow rate by outcome** (per node, outcome = ok / refused / timeout / "
-                 "reset)\n* **HBONE connect-latency heatmap** (histogram of connect time to "
-                 ":15008)\n* **Same-node vs remote HBONE failures**\n\nUntil then the findings "
-                 "panel on the left carries the tracer's finding codes."), 24, 5)
+    lay.add(timeseries("HBONE flow rate by outcome", "HBONE (:15008) client connections "
+                       "closing per second, by outcome (closed = established and ended with "
+                       "FINs).",
+                       [target("sum by (node, outcome) (rate(ambient_doctor_hbone_connections_total"
+                               f"{{{NODE}}}[$__rate_interval]))", "{{node}} {{outcome}}")],
+                       unit="cps", stack=True), 8, 8)
+    lay.add(heatmap("HBONE connect latency", "SYN to ESTABLISHED time of HBONE client "
+                    "connections, per latency bucket.",
+                    "sum by (le) (increase(ambient_doctor_hbone_connect_latency_seconds_bucket"
+                    f"{{{NODE}}}[$__rate_interval]))"), 8, 8)
+    lay.add(timeseries("Same-node vs remote HBONE failures", "Failed HBONE connects (refused, "
+                       "reset, timeout, unreachable) to pods of the same node or elsewhere: "
+                       "same-node failures point at the node datapath, remote ones at the network "
+                       "between nodes.",
+                       [target("sum by (node, locality) (rate("
+                               f'ambient_doctor_hbone_connections_total{{{NODE},'
+                               f'outcome=~"{FAILED_OUTCOMES}"}}[$__rate_interval]))',
+                               "{{node}} {{locality}}")], unit="cps"), 8, 8)
 
     lay.row("Agent cost")
     lay.add(timeseries("Netns re-read latency", "p50 / p99 of one changed-netns re-read.",
@@ -222,7 +236,11 @@ def build():
                                f"{{{NODE}}}[$__rate_interval]))", "{{node}} event overflows"),
                         target(f"sum by (node) (increase(ambient_doctor_results_missed_total"
                                f"{{{NODE}}}[$__rate_interval]))", "{{node}} results missed",
-                               "B")]), 8, 8)
+                               "B"),
+                        target("sum by (node) (increase("
+                               f"ambient_doctor_flow_tracer_lost_events_total{{{NODE}}}"
+                               "[$__rate_interval]))", "{{node}} flow tracer lost events", "C")]),
+            8, 8)
     lay.add(timeseries("Source errors", "Errors per typed source in the latest scan.",
                        [target(f"sum by (node, source) (ambient_doctor_source_errors{{{NODE}}})",
                                "{{node}} {{source}}")]), 8, 8)

@@ -253,7 +253,7 @@ def check_references(exprs, series, failures, waiting):
                 if v in series[metric].get(label, set()):
                     continue
                 if label == "code" and v in deploy_checks.TRACER_CODES:
-                    waiting.add(f"{where}: {label}={v} (tracer code, not exported yet)")
+                    waiting.add(f"{where}: {label}={v} (tracer code, not in this scrape)")
                 else:
                     failures.append(f"{where}: {metric}{{{label}={v!r}}} is not exported "
                                     f"(exported: {sorted(series[metric].get(label, set()))})")

@@ -18,7 +18,8 @@ import sys
 import yaml
 
 SKIP = 77
-# Finding codes of the flow tracer, not exported yet (another engineer adds them).
+# Finding codes of the flow tracer (serve exports them unless --no-flows; every code is a label
+# value of ambient_doctor_findings anyway).
 TRACER_CODES = {"MESH_BYPASS", "HBONE_CONNECT_FAILURES"}
 # Metrics the dashboard and rules may use that other exporters provide (not ambient-doctor).
 EXTERNAL_METRICS = {

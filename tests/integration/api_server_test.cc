@@ -127,8 +127,8 @@ class ApiServerTest : public ::testing::Test {
     fs::remove_all(dir_, ec);
   }
 
-  void StartServer(NetnsReader reader = {}) {
-    auto started = ApiServer::Start(options_, hub_, std::move(reader));
+  void StartServer(NetnsReader reader = {}, std::shared_ptr<const FlowHub> flows = nullptr) {
+    auto started = ApiServer::Start(options_, hub_, std::move(reader), std::move(flows));
     ASSERT_TRUE(started.ok()) << started.error().message;
     server_ = std::move(*started);
   }
@@ -297,7 +297,7 @@ TEST_F(ApiServerTest, StatusRulesFlowsHealthAndReflection) {
     EXPECT_NE(s.error_message().find("no such netns"), std::string::npos) << s.error_message();
   }
 
-  // StreamFlows is defined but not there yet.
+  // StreamFlows needs a flow hub, which this server was not given.
   {
     grpc::ClientContext context;
     SetDeadline(context);
@@ -417,6 +417,125 @@ TEST_F(ApiServerTest, StreamBehindTheRingIsExhaustedAndNeverBlocksPublishing) {
   SetDeadline(again);
   pb::Report report;
   EXPECT_TRUE(Stub()->GetReport(&again, {}, &report).ok());
+  EXPECT_EQ(server_->counters().active_streams, 0);
+}
+
+FlowEvent HboneEvent(FlowEventKind kind, uint32_t netns, uint16_t src_port) {
+  FlowEvent event;
+  event.kind = kind;
+  event.flow.netns_inode = netns;
+  event.flow.role = FlowRole::kClient;
+  event.flow.tuple.src.bytes = {10, 1, 0, 1};
+  event.flow.tuple.src_port = src_port;
+  event.flow.tuple.dst.bytes = {10, 1, 0, 2};
+  event.flow.tuple.dst_port = 15008;
+  event.flow.outcome = kind == FlowEventKind::kOpen ? FlowOutcome::kOpen : FlowOutcome::kRefused;
+  return event;
+}
+
+TEST_F(ApiServerTest, StreamFlowsSendsOpenFlowsThenEventsFilteredByNetns) {
+  auto flows = std::make_shared<FlowHub>(64);
+  flows->SetStatus({.enabled = true, .available = true, .attach_mode = "tp_btf"});
+  FlowTableView view;
+  view.open.push_back(HboneEvent(FlowEventKind::kOpen, 4026532001, 40000).flow);
+  view.open.push_back(HboneEvent(FlowEventKind::kOpen, 4026532002, 40001).flow);
+  flows->Publish({}, view);
+  StartServer({}, flows);
+  // Pod names come from the latest scan.
+  EngineStep step = MakeStep(1000, {});
+  NetnsClassification named;
+  named.netns_inode = 4026532001;
+  named.netns_path = "/run/netns/a";
+  named.pod = "demo/a";
+  step.analysis.netns.push_back(named);
+  hub_->Publish(StepTrigger::kStartup, std::move(step));
+  {
+    grpc::ClientContext context;
+    SetDeadline(context);
+    pb::Status status;
+    ASSERT_TRUE(Stub()->GetStatus(&context, {}, &status).ok());
+    EXPECT_TRUE(status.flow_tracer_available());
+    EXPECT_EQ(status.flow_tracer_attach(), "tp_btf");
+  }
+
+  grpc::ClientContext context;
+  SetDeadline(context);
+  pb::StreamFlowsRequest request;
+  request.set_netns_inode(4026532001);
+  auto reader = Stub()->StreamFlows(&context, request);
+  pb::Flow flow;
+  ASSERT_TRUE(reader->Read(&flow));
+  EXPECT_EQ(flow.event(), "current");
+  EXPECT_TRUE(flow.end_of_current()) << "the other netns' flow is filtered out";
+  EXPECT_EQ(flow.pod(), "demo/a");
+  EXPECT_EQ(flow.netns_path(), "/run/netns/a");
+  EXPECT_EQ(flow.tuple().dst_ip(), "10.1.0.2");
+  EXPECT_EQ(flow.tuple().dst_port(), 15008u);
+  EXPECT_EQ(flow.outcome(), "open");
+
+  flows->Publish({HboneEvent(FlowEventKind::kClose, 4026532002, 40001),
+                  HboneEvent(FlowEventKind::kClose, 4026532001, 40002)},
+                 view);
+  ASSERT_TRUE(reader->Read(&flow));
+  EXPECT_EQ(flow.event(), "close");
+  EXPECT_EQ(flow.tuple().src_port(), 40002u);
+  EXPECT_EQ(flow.outcome(), "refused");
+  context.TryCancel();
+  EXPECT_FALSE(reader->Read(&flow));
+  reader->Finish();
+}
+
+TEST_F(ApiServerTest, StreamFlowsIsUnavailableWithTheReasonWhenTheTracerIsNotRunning) {
+  auto flows = std::make_shared<FlowHub>();
+  flows->SetStatus({.enabled = true, .available = false, .reason = "no kernel BTF at /x"});
+  StartServer({}, flows);
+  grpc::ClientContext context;
+  SetDeadline(context);
+  auto reader = Stub()->StreamFlows(&context, {});
+  pb::Flow flow;
+  EXPECT_FALSE(reader->Read(&flow));
+  const grpc::Status status = reader->Finish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_NE(status.error_message().find("no kernel BTF at /x"), std::string::npos);
+  grpc::ClientContext status_context;
+  SetDeadline(status_context);
+  pb::Status reply;
+  ASSERT_TRUE(Stub()->GetStatus(&status_context, {}, &reply).ok());
+  EXPECT_FALSE(reply.flow_tracer_available());
+  EXPECT_EQ(reply.flow_tracer_reason(), "no kernel BTF at /x");
+}
+
+TEST_F(ApiServerTest, SlowStreamFlowsConsumerIsDroppedAndNeverBlocksPublishing) {
+  options_.stalled_write_timeout = milliseconds(500);
+  auto flows = std::make_shared<FlowHub>(256);
+  flows->SetStatus({.enabled = true, .available = true, .attach_mode = "tp_btf"});
+  StartServer({}, flows);
+  grpc::ClientContext context;
+  SetDeadline(context, milliseconds(30000));
+  auto reader = Stub()->StreamFlows(&context, {});
+  pb::Flow flow;
+  ASSERT_TRUE(reader->Read(&flow));  // the (empty) current set; then the client stops reading
+  EXPECT_TRUE(flow.end_of_current());
+  // Far more events than the ring and HTTP/2's window hold.
+  for (int batch = 0; batch < 200; ++batch) {
+    std::vector<FlowEvent> events;
+    for (int i = 0; i < 500; ++i) {
+      events.push_back(HboneEvent(FlowEventKind::kClose, 4026532001,
+                                  static_cast<uint16_t>(1024 + (batch * 500 + i) % 60000)));
+    }
+    flows->Publish(std::move(events), {});
+  }
+  EXPECT_EQ(flows->Latest().sequence, 100000u) << "publishing never waited for the stream";
+  for (int attempt = 0; attempt < 500 && server_->counters().streams_dropped == 0; ++attempt) {
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  EXPECT_EQ(server_->counters().streams_dropped, 1u);
+  while (reader->Read(&flow)) {
+  }
+  const grpc::Status final_status = reader->Finish();
+  EXPECT_TRUE(final_status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED ||
+              final_status.error_code() == grpc::StatusCode::CANCELLED)
+      << final_status.error_code() << " " << final_status.error_message();
   EXPECT_EQ(server_->counters().active_streams, 0);
 }
 

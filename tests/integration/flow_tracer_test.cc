@@ -366,6 +366,63 @@ TEST_F(FlowTracerTest, DroppedSynTimesOutAndIsVisibleWhileConnecting) {
   EXPECT_TRUE(connecting);
 }
 
+TEST_F(FlowTracerTest, ConnectVisibleAsConnectingIsReopenedWhenItIsEstablished) {
+  constexpr uint16_t kDelayedSourcePort = 41998;
+  ASSERT_EQ(lab_->server().ExecWithInput("nft -f -",
+                                         "table inet adt_ebpf_delay {\n"
+                                         "  chain input {\n"
+                                         "    type filter hook input priority 0;\n"
+                                         "    tcp sport " +
+                                             std::to_string(kDelayedSourcePort) +
+                                             " drop\n"
+                                             "  }\n"
+                                             "}\n"),
+            0);
+  UniqueFd listener = ListenIn(lab_->server().path(), kServerIp, kHbonePort);
+  ASSERT_TRUE(listener.valid());
+  auto tracer = Start();
+  ASSERT_NE(tracer, nullptr);
+  int connect_err = -1;
+  UniqueFd client;
+  std::thread connecting([&] {
+    auto [fd, err] = Connect(*lab_, kServerIp, kHbonePort, kDelayedSourcePort);
+    client = std::move(fd);
+    connect_err = err;
+  });
+  // The first SYN retransmit makes it visible as connecting; then the SYNs get through.
+  std::vector<FlowEvent> events = PollUntil(*tracer, [](const std::vector<FlowEvent>& seen) {
+    for (const FlowEvent& e : seen) {
+      if (e.kind == FlowEventKind::kOpen && e.flow.outcome == FlowOutcome::kConnecting) return true;
+    }
+    return false;
+  });
+  EXPECT_EQ(lab_->server().Exec("nft delete table inet adt_ebpf_delay"), 0);
+  events = PollUntil(*tracer, [](const std::vector<FlowEvent>& seen) {
+    for (const FlowEvent& e : seen) {
+      if (e.kind == FlowEventKind::kOpen && e.flow.outcome == FlowOutcome::kOpen) return true;
+    }
+    return false;
+  });
+  connecting.join();
+  EXPECT_EQ(connect_err, 0) << std::strerror(connect_err);
+  std::vector<FlowOutcome> opens;
+  for (const FlowEvent& e : events) {
+    if (e.kind == FlowEventKind::kOpen && e.flow.role == FlowRole::kClient) {
+      opens.push_back(e.flow.outcome);
+    }
+  }
+  ASSERT_EQ(opens.size(), 2u);
+  EXPECT_EQ(opens[0], FlowOutcome::kConnecting);
+  EXPECT_EQ(opens[1], FlowOutcome::kOpen) << "the established open supersedes the connecting one";
+  FlowTable table;
+  for (const FlowEvent& e : events) table.Apply(e);
+  bool established_client = false;
+  for (const Flow& flow : table.View().open) {
+    if (flow.role == FlowRole::kClient) established_client = flow.outcome == FlowOutcome::kOpen;
+  }
+  EXPECT_TRUE(established_client) << "the table keeps the newest open";
+}
+
 TEST_F(FlowTracerTest, OtherPortsGiveNoEvent) {
   auto tracer = Start();
   ASSERT_NE(tracer, nullptr);

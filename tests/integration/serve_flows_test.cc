@@ -1,0 +1,371 @@
+// `ambient-doctor serve` with the eBPF flow tracer on the lab (real kernel, real BPF): an HBONE
+// connection between two lab pods shows in StreamFlows with the pod's name, a burst of refused
+// :15008 connects raises HBONE_CONNECT_FAILURES (same-node) in GetReport and the flow metrics,
+// and a daemon that cannot trace reports TRACING_UNAVAILABLE and keeps serving.
+#include <arpa/inet.h>
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "ambientdoctor/v1/ambient_doctor.grpc.pb.h"
+#include "child_process_util.h"
+#include "lab/lab.h"
+#include "scoped_child.h"
+#include "sources/netns/netns_guard.h"
+#include "sources/unique_fd.h"
+#include "sources/ztunnel/http_get.h"
+
+namespace ad {
+namespace {
+
+namespace pb = ambientdoctor::v1;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+const std::string kDoctor = std::string(AD_BINARY_DIR) + "/agent/ambient-doctor";
+constexpr uint32_t kZtunnelMark = 0x539;  // ztunnel's own sockets skip the in-pod redirect
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// A TCP connect from inside `netns_path` (with ztunnel's mark by default: an HBONE connect);
+// returns the socket and errno.
+std::pair<UniqueFd, int> ConnectFrom(const std::string& netns_path, const std::string& ip,
+                                     uint16_t port, uint32_t mark = kZtunnelMark) {
+  UniqueFd fd;
+  int err = 0;
+  std::thread worker([&] {
+    Result<NetnsGuard> guard = NetnsGuard::Enter(netns_path);
+    if (!guard.ok()) {
+      err = EBADF;
+      return;
+    }
+    fd.Reset(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (mark != 0) ::setsockopt(fd.get(), SOL_SOCKET, SO_MARK, &mark, sizeof(mark));
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(port);
+    ::inet_pton(AF_INET, ip.c_str(), &address.sin_addr);
+    err = ::connect(fd.get(), reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0 ? 0
+                                                                                           : errno;
+  });
+  worker.join();
+  return {std::move(fd), err};
+}
+
+bool HasBtf() { return std::filesystem::exists("/sys/kernel/btf/vmlinux"); }
+
+class ServeFlows : public ::testing::Test {
+ protected:
+  // Starts serve on a lab (`extra` flags appended) and waits until it serves.
+  void StartServe(const lab::LabOptions& options, std::vector<std::string> extra) {
+    api_socket_ = dir_.path() + "/api/api.sock";
+    log_ = dir_.path() + "/serve.log";
+    std::vector<std::string> args = {
+        kDoctor,        "serve",    "--lab-prefix",      options.prefix,
+        "--interval",   "200ms",    "--metrics-address", "127.0.0.1:0",
+        "--api-socket", api_socket_};
+    args.insert(args.end(), extra.begin(), extra.end());
+    serve_.emplace(args, "", log_, /*with_stderr=*/true);
+    const std::regex bound("metrics on 127\\.0\\.0\\.1:([0-9]+)");
+    std::smatch match;
+    std::string text;
+    for (int i = 0; i < 500; ++i) {
+      text = ReadAll(log_);
+      if (std::regex_search(text, match, bound) && text.find("serving") != std::string::npos) {
+        break;
+      }
+      std::this_thread::sleep_for(milliseconds(20));
+    }
+    ASSERT_TRUE(std::regex_search(text, match, bound)) << text;
+    metrics_port_ = static_cast<uint16_t>(std::stoi(match[1].str()));
+    stub_ = pb::AmbientDoctor::NewStub(
+        grpc::CreateChannel("unix:" + api_socket_, grpc::InsecureChannelCredentials()));
+  }
+
+  pb::Report Report() {
+    pb::Report report;
+    for (int i = 0; i < 100; ++i) {
+      grpc::ClientContext context;
+      context.set_deadline(std::chrono::system_clock::now() + seconds(10));
+      if (stub_->GetReport(&context, {}, &report).ok()) break;
+      std::this_thread::sleep_for(milliseconds(50));
+    }
+    return report;
+  }
+
+  std::string Metrics() {
+    auto metrics = ztunnel::HttpGet({"", "127.0.0.1", metrics_port_, "/metrics"});
+    return metrics.ok() ? metrics->body : "";
+  }
+
+  void StopServe() {
+    serve_->Signal(SIGTERM);
+    EXPECT_EQ(serve_->Wait(seconds(20)), 0) << ReadAll(log_);
+  }
+
+  testing::ScopedTempDir dir_{"adt-serve-flows"};
+  std::string api_socket_;
+  std::string log_;
+  uint16_t metrics_port_ = 0;
+  std::optional<testing::ScopedChild> serve_;
+  std::unique_ptr<pb::AmbientDoctor::Stub> stub_;
+};
+
+TEST_F(ServeFlows, HboneConnectionIsStreamedWithPodNamesAndRefusedBurstIsAFinding) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root (BPF, network namespaces)";
+  if (!HasBtf()) GTEST_SKIP() << "kernel has no BTF at /sys/kernel/btf/vmlinux";
+  lab::LabOptions options;
+  options.prefix = "adtrd" + std::to_string(::getpid() % 100000);
+  options.pods = 3;
+  options.zds = true;
+  options.faults = {{lab::FaultKind::kZtunnelNoListeners, 2}};
+  lab::ScopedLab lab(options);
+  ASSERT_TRUE(lab.ok()) << lab.error().message;
+  StartServe(options, {});
+  ASSERT_NE(ReadAll(log_).find("flow tracer attached"), std::string::npos) << ReadAll(log_);
+
+  const lab::LabPod& client = lab.node().pods.at(0);
+  const lab::LabPod& server = lab.node().pods.at(1);
+  const lab::LabPod& no_listener = lab.node().pods.at(2);
+  struct stat st {};
+  ASSERT_EQ(::stat(client.netns_path.c_str(), &st), 0);
+  const auto inode = static_cast<uint32_t>(st.st_ino);
+
+  // The pod name the daemon knows for the client netns (CRI of the lab).
+  std::string pod_name;
+  for (int i = 0; i < 100 && pod_name.empty(); ++i) {
+    const pb::Report report = Report();
+    for (const pb::NetnsEntry& netns : report.netns()) {
+      if (netns.inode() == inode && netns.has_pod()) pod_name = netns.pod();
+    }
+    if (pod_name.empty()) std::this_thread::sleep_for(milliseconds(100));
+  }
+  ASSERT_FALSE(pod_name.empty()) << "the lab's CRI names its pods";
+
+  {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + seconds(30));
+    pb::StreamFlowsRequest request;
+    request.set_netns_inode(inode);
+    auto reader = stub_->StreamFlows(&context, request);
+    pb::Flow flow;
+    do {
+      ASSERT_TRUE(reader->Read(&flow)) << reader->Finish().error_message();
+    } while (!flow.end_of_current());
+    auto [socket, err] = ConnectFrom(client.netns_path, server.ipv4, 15008);
+    ASSERT_EQ(err, 0) << std::strerror(err);
+    bool seen = false;
+    while (!seen && reader->Read(&flow)) {
+      ASSERT_EQ(flow.netns_inode(), inode) << "the netns filter";
+      seen = flow.event() == "open" && flow.tuple().dst_ip() == server.ipv4 &&
+             flow.tuple().dst_port() == 15008;
+    }
+    ASSERT_TRUE(seen) << reader->Finish().error_message();
+    EXPECT_EQ(flow.pod(), pod_name);
+    EXPECT_EQ(flow.role(), "client");
+    EXPECT_EQ(flow.mark(), kZtunnelMark);
+    socket.Reset();
+    context.TryCancel();
+    reader->Finish();
+  }
+
+  // A refused burst to a pod of this node, while `flows --pod` reads the daemon's stream.
+  const std::string flows_out = dir_.path() + "/flows.json";
+  testing::ScopedChild flows({kDoctor, "flows", "--api-socket", api_socket_, "--pod", pod_name,
+                              "--duration", "3s", "-o", "json"},
+                             "", flows_out);
+  int flows_exit = -1;
+  for (int i = 0; i < 6 || (flows_exit = flows.Wait(milliseconds(200))) == -1; ++i) {
+    auto [socket, err] = ConnectFrom(client.netns_path, no_listener.ipv4, 15008);
+    EXPECT_EQ(err, ECONNREFUSED) << std::strerror(err);
+  }
+  EXPECT_EQ(flows_exit, 0);
+  const std::string flows_json = ReadAll(flows_out);
+  EXPECT_NE(flows_json.find("\"pod\": \"" + pod_name + "\""), std::string::npos) << flows_json;
+  EXPECT_NE(flows_json.find("\"outcome\": \"refused\""), std::string::npos) << flows_json;
+  EXPECT_NE(flows_json.find("\"dst_ip\": \"" + no_listener.ipv4 + "\""), std::string::npos);
+  bool found = false;
+  pb::Finding finding;
+  for (int i = 0; i < 200 && !found; ++i) {
+    const pb::Report report = Report();
+    for (const pb::Finding& f : report.findings()) {
+      if (f.code() == "HBONE_CONNECT_FAILURES" && f.netns().inode() == inode) {
+        finding = f;
+        found = true;
+      }
+    }
+    if (!found) std::this_thread::sleep_for(milliseconds(100));
+  }
+  ASSERT_TRUE(found) << ReadAll(log_);
+  EXPECT_EQ(finding.subject(), "same-node");
+  EXPECT_EQ(finding.pod(), pod_name);
+  EXPECT_TRUE(finding.has_first_seen_unix_ms()) << "history like any finding";
+
+  std::string metrics;
+  for (int i = 0; i < 100; ++i) {
+    metrics = Metrics();
+    if (metrics.find("ambient_doctor_hbone_connections_total{locality=\"same_node\","
+                     "outcome=\"refused\"} 0") == std::string::npos) {
+      break;
+    }
+    std::this_thread::sleep_for(milliseconds(100));
+  }
+  EXPECT_NE(metrics.find("ambient_doctor_flow_tracer_available 1"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("ambient_doctor_hbone_connections_total{locality=\"same_node\","
+                         "outcome=\"refused\"}"),
+            std::string::npos);
+  EXPECT_EQ(metrics.find("ambient_doctor_hbone_connections_total{locality=\"same_node\","
+                         "outcome=\"refused\"} 0\n"),
+            std::string::npos)
+      << metrics;
+
+  {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + seconds(10));
+    pb::Status status;
+    ASSERT_TRUE(stub_->GetStatus(&context, {}, &status).ok());
+    EXPECT_TRUE(status.flow_tracer_available());
+    EXPECT_FALSE(status.flow_tracer_attach().empty());
+  }
+  StopServe();
+  EXPECT_NE(ReadAll(log_).find("finding opened HBONE_CONNECT_FAILURES"), std::string::npos)
+      << ReadAll(log_);
+}
+
+TEST_F(ServeFlows, AppConnectionOfAPodWithoutItsRedirectRuleIsMeshBypass) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root (BPF, network namespaces)";
+  if (!HasBtf()) GTEST_SKIP() << "kernel has no BTF at /sys/kernel/btf/vmlinux";
+  lab::LabOptions options;
+  options.prefix = "adtrb" + std::to_string(::getpid() % 100000);
+  options.pods = 3;
+  options.zds = true;
+  options.faults = {{lab::FaultKind::kDeleteRule, 0}};
+  lab::ScopedLab lab(options);
+  ASSERT_TRUE(lab.ok()) << lab.error().message;
+  // The application side (every connect) and ztunnel's outbound capture port.
+  StartServe(options, {"--flow-all-connects", "--flow-port", "15008", "--flow-port", "15001"});
+  ASSERT_NE(ReadAll(log_).find("flow tracer attached"), std::string::npos) << ReadAll(log_);
+  auto inode_of = [](const std::string& path) {
+    struct stat st {};
+    return ::stat(path.c_str(), &st) == 0 ? static_cast<uint32_t>(st.st_ino) : 0u;
+  };
+  const lab::LabPod& escaping = lab.node().pods.at(0);
+  const lab::LabPod& redirected = lab.node().pods.at(1);
+  const lab::LabPod& target = lab.node().pods.at(2);
+  const uint32_t escaping_inode = inode_of(escaping.netns_path);
+  const uint32_t redirected_inode = inode_of(redirected.netns_path);
+  (void)Report();  // the first scan is there: the flows below are judged with its pods
+  // Plain application connects (no mark) to another pod's port 80: inbound capture answers them.
+  std::vector<UniqueFd> sockets;
+  for (const lab::LabPod* pod : {&escaping, &redirected}) {
+    auto [socket, err] = ConnectFrom(pod->netns_path, target.ipv4, 80, /*mark=*/0);
+    EXPECT_EQ(err, 0) << pod->netns_name << ": " << std::strerror(err);
+    sockets.push_back(std::move(socket));
+  }
+  bool found = false;
+  bool redirected_flagged = false;
+  for (int i = 0; i < 200 && !found; ++i) {
+    const pb::Report report = Report();
+    for (const pb::Finding& f : report.findings()) {
+      if (f.code() != "MESH_BYPASS") continue;
+      if (f.netns().inode() == escaping_inode) found = true;
+      if (f.netns().inode() == redirected_inode) redirected_flagged = true;
+    }
+    if (!found) std::this_thread::sleep_for(milliseconds(100));
+  }
+  if (!found) {
+    std::string state;
+    const pb::Report report = Report();
+    for (const pb::NetnsEntry& netns : report.netns()) {
+      if (netns.inode() == escaping_inode) state = netns.DebugString();
+    }
+    const std::string flows_out = dir_.path() + "/flows.json";
+    testing::ScopedChild flows({kDoctor, "flows", "--api-socket", api_socket_, "--netns",
+                                escaping.netns_path, "--duration", "1s", "-o", "json"},
+                               "", flows_out);
+    flows.Wait(seconds(10));
+    ADD_FAILURE() << "no MESH_BYPASS for " << escaping.netns_name << "\n"
+                  << state << "\nflows:\n"
+                  << ReadAll(flows_out);
+  }
+  EXPECT_FALSE(redirected_flagged) << "its connect went through ztunnel's :15001";
+  StopServe();
+}
+
+TEST_F(ServeFlows, WithoutBtfTracingIsUnavailableAndServeKeepsServing) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to create network namespaces";
+  lab::LabOptions options;
+  options.prefix = "adtrn" + std::to_string(::getpid() % 100000);
+  options.pods = 1;
+  lab::ScopedLab lab(options);
+  ASSERT_TRUE(lab.ok()) << lab.error().message;
+  StartServe(options, {"--flow-btf", dir_.path() + "/no-such-btf"});
+  EXPECT_NE(ReadAll(log_).find("flow tracer unavailable"), std::string::npos) << ReadAll(log_);
+
+  bool found = false;
+  for (int i = 0; i < 100 && !found; ++i) {
+    const pb::Report report = Report();
+    for (const pb::Finding& f : report.findings()) {
+      if (f.code() != "TRACING_UNAVAILABLE") continue;
+      found = true;
+      EXPECT_EQ(f.severity(), "info");
+      ASSERT_EQ(f.evidence_size(), 1);
+      EXPECT_NE(f.evidence(0).find("no-such-btf"), std::string::npos) << f.evidence(0);
+    }
+    if (!found) std::this_thread::sleep_for(milliseconds(50));
+  }
+  EXPECT_TRUE(found);
+  {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + seconds(10));
+    pb::Status status;
+    ASSERT_TRUE(stub_->GetStatus(&context, {}, &status).ok());
+    EXPECT_FALSE(status.flow_tracer_available());
+    EXPECT_NE(status.flow_tracer_reason().find("no-such-btf"), std::string::npos);
+  }
+  {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + seconds(10));
+    auto reader = stub_->StreamFlows(&context, {});
+    pb::Flow flow;
+    EXPECT_FALSE(reader->Read(&flow));
+    const grpc::Status status = reader->Finish();
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAVAILABLE);
+    EXPECT_NE(status.error_message().find("no-such-btf"), std::string::npos)
+        << status.error_message();
+  }
+  auto health = ztunnel::HttpGet({"", "127.0.0.1", metrics_port_, "/healthz"});
+  ASSERT_TRUE(health.ok());
+  EXPECT_EQ(health->status, 200) << "still serving";
+  const std::string metrics = Metrics();
+  EXPECT_NE(metrics.find("ambient_doctor_flow_tracer_available 0"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("ambient_doctor_hbone_connections_total{locality=\"remote\","
+                         "outcome=\"timeout\"} 0"),
+            std::string::npos)
+      << "exported at 0 with the tracer off";
+  StopServe();
+}
+
+}  // namespace
+}  // namespace ad
