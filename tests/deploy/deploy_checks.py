@@ -389,10 +389,10 @@ def check_runbooks(args):
     return c.finish("runbooks")
 
 
-def runtime_packages(containerfile_text):
-    """The packages the runtime stage installs with apt-get."""
+def runtime_packages(containerfile_text, stage="runtime"):
+    """The packages a stage of the Containerfile installs with apt-get."""
     stages = re.split(r"(?m)^FROM\s+", containerfile_text)
-    runtime = next((s for s in stages if re.match(r"\S+\s+AS\s+runtime", s, re.I)), "")
+    runtime = next((s for s in stages if re.match(r"\S+\s+AS\s+" + stage, s, re.I)), "")
     joined = re.sub(r"\\\n", " ", runtime)
     packages = set()
     for match in re.finditer(r"apt-get install ([^&\n]*)", joined):
@@ -432,9 +432,30 @@ def check_image(args):
         package = owner_package(library)
         if c.check(package is not None, f"no Debian package owns {library}"):
             needed.setdefault(package, []).append(os.path.basename(library))
-    listed = runtime_packages((args.source_dir / "deploy/Containerfile").read_text())
+    containerfile = (args.source_dir / "deploy/Containerfile").read_text()
+    listed = runtime_packages(containerfile)
     compare_packages(c, needed, listed)
+    # The build stage needs every build package scripts/setup installs for the agent (libraries,
+    # compilers, the BPF toolchain), or the image build fails where CI cannot see it.
+    build = runtime_packages(containerfile, "build")
+    for package in setup_build_packages(args.source_dir / "scripts/setup"):
+        c.check(package in build, f"build stage lacks {package} (scripts/setup installs it)")
     return c.finish("image")
+
+
+# Packages of scripts/setup that only tests, fuzzing, the lab or formatting use.
+NOT_FOR_THE_IMAGE_BUILD = {"clang-format", "libclang-rt-14-dev"}
+
+
+def setup_build_packages(setup_path):
+    """-dev packages and toolchain packages from scripts/setup's PACKAGES list."""
+    text = setup_path.read_text()
+    match = re.search(r"PACKAGES=\((.*?)\)", text, re.S)
+    names = match.group(1).split() if match else []
+    toolchain = {"build-essential", "cmake", "pkg-config", "ninja-build", "clang", "llvm",
+                 "bpftool", "protobuf-compiler", "protobuf-compiler-grpc"}
+    return sorted(n for n in names if (n.endswith("-dev") or n in toolchain)
+                  and n not in NOT_FOR_THE_IMAGE_BUILD)
 
 
 def compare_packages(c, needed, listed):
