@@ -791,6 +791,12 @@ int RunServe(const std::vector<std::string>& args) {
              .takes_value = false,
              .help = "Also trace every outgoing connection (the application side MESH_BYPASS "
                      "needs; an event pair per connect on the node)."});
+  flags.Add({.name = "flow-ring-bytes",
+             .value_name = "N",
+             .default_text = "1048576",
+             .help = "Flow tracer ring-buffer size in bytes (rounded up to a power of two; its "
+                     "data pages count twice in RSS). Smaller saves memory; lost events are "
+                     "counted (ambient_doctor_flow_tracer_lost_events_total)."});
   flags.Add({.name = "flow-window",
              .value_name = "DURATION",
              .default_text = "5m",
@@ -848,6 +854,17 @@ int RunServe(const std::vector<std::string>& args) {
   }
   flow_options.tracer.btf_path = flags.Get("flow-btf", flow_options.tracer.btf_path);
   flow_options.tracer.trace_all_connects = flags.Has("flow-all-connects");
+  {
+    const std::string text = flags.Get("flow-ring-bytes", "1048576");
+    char* end = nullptr;
+    const unsigned long long bytes = std::strtoull(text.c_str(), &end, 10);
+    if (end == text.c_str() || *end != '\0' || bytes < 4096 || bytes > (1ull << 30)) {
+      std::fprintf(stderr,
+                   "ambient-doctor: --flow-ring-bytes must be between 4096 and 1073741824\n");
+      return kExitScanFailed;
+    }
+    flow_options.tracer.ring_bytes = static_cast<uint32_t>(bytes);
+  }
   const auto flow_window = PositiveDurationFlag(flags, "flow-window", "5m");
   if (!flow_window) return kExitScanFailed;
   FlowFindingOptions flow_findings;

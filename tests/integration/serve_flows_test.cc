@@ -9,10 +9,12 @@
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -142,7 +144,7 @@ TEST_F(ServeFlows, HboneConnectionIsStreamedWithPodNamesAndRefusedBurstIsAFindin
   options.faults = {{lab::FaultKind::kZtunnelNoListeners, 2}};
   lab::ScopedLab lab(options);
   ASSERT_TRUE(lab.ok()) << lab.error().message;
-  StartServe(options, {});
+  StartServe(options, {"--flow-ring-bytes", "65536"});  // a small ring works as well
   ASSERT_NE(ReadAll(log_).find("flow tracer attached"), std::string::npos) << ReadAll(log_);
 
   const lab::LabPod& client = lab.node().pods.at(0);
@@ -311,6 +313,23 @@ TEST_F(ServeFlows, AppConnectionOfAPodWithoutItsRedirectRuleIsMeshBypass) {
   }
   EXPECT_FALSE(redirected_flagged) << "its connect went through ztunnel's :15001";
   StopServe();
+}
+
+TEST(ServeFlowsFlags, BadRingSizeIsRefusedAtStart) {
+  for (const char* value : {"12x", "1024", "", "99999999999"}) {
+    const std::string command = kDoctor + " serve --api-socket off --metrics-address 127.0.0.1:0 " +
+                                "--flow-ring-bytes '" + value + "' 2>&1";
+    FILE* pipe = ::popen(command.c_str(), "r");
+    ASSERT_NE(pipe, nullptr);
+    std::string output;
+    char buffer[512];
+    while (std::fgets(buffer, sizeof(buffer), pipe) != nullptr) output += buffer;
+    const int status = ::pclose(pipe);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 2) << value << ": " << output;
+    EXPECT_NE(output.find("--flow-ring-bytes must be between 4096 and 1073741824"),
+              std::string::npos)
+        << value << ": " << output;
+  }
 }
 
 TEST_F(ServeFlows, WithoutBtfTracingIsUnavailableAndServeKeepsServing) {
