@@ -854,16 +854,11 @@ int RunServe(const std::vector<std::string>& args) {
   }
   flow_options.tracer.btf_path = flags.Get("flow-btf", flow_options.tracer.btf_path);
   flow_options.tracer.trace_all_connects = flags.Has("flow-all-connects");
-  {
-    const std::string text = flags.Get("flow-ring-bytes", "1048576");
-    char* end = nullptr;
-    const unsigned long long bytes = std::strtoull(text.c_str(), &end, 10);
-    if (end == text.c_str() || *end != '\0' || bytes < 4096 || bytes > (1ull << 30)) {
-      std::fprintf(stderr,
-                   "ambient-doctor: --flow-ring-bytes must be between 4096 and 1073741824\n");
-      return kExitScanFailed;
-    }
-    flow_options.tracer.ring_bytes = static_cast<uint32_t>(bytes);
+  if (auto bytes = ParseRingBytes(flags.Get("flow-ring-bytes", "1048576"))) {
+    flow_options.tracer.ring_bytes = *bytes;
+  } else {
+    std::fprintf(stderr, "ambient-doctor: --flow-ring-bytes must be between 4096 and 1073741824\n");
+    return kExitScanFailed;
   }
   const auto flow_window = PositiveDurationFlag(flags, "flow-window", "5m");
   if (!flow_window) return kExitScanFailed;

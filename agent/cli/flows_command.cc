@@ -408,14 +408,10 @@ int RunFlows(const std::vector<std::string>& args) {
   options.attach = *attach;
   options.btf_path = flags.Get("btf", options.btf_path);
   options.trace_all_connects = flags.Has("all-connects");
-  {
-    char* end = nullptr;
-    const std::string text = flags.Get("ring-bytes", "1048576");
-    const unsigned long long bytes = std::strtoull(text.c_str(), &end, 10);
-    if (end == text.c_str() || *end != '\0' || bytes < 4096 || bytes > (1ull << 30)) {
-      return fail("--ring-bytes must be between 4096 and 1073741824");
-    }
-    options.ring_bytes = static_cast<uint32_t>(bytes);
+  if (auto bytes = ParseRingBytes(flags.Get("ring-bytes", "1048576"))) {
+    options.ring_bytes = *bytes;
+  } else {
+    return fail("--ring-bytes must be between 4096 and 1073741824");
   }
   std::optional<uint32_t> only_netns;
   if (flags.Has("netns")) {

@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstdarg>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -80,6 +81,15 @@ std::string_view AttachModeName(AttachMode mode) {
       return "tracepoint";
   }
   return "auto";
+}
+
+std::optional<uint32_t> ParseRingBytes(const std::string& text) {
+  char* end = nullptr;
+  const unsigned long long bytes = std::strtoull(text.c_str(), &end, 10);
+  if (end == text.c_str() || *end != '\0' || bytes < kMinRingBytes || bytes > kMaxRingBytes) {
+    return std::nullopt;
+  }
+  return static_cast<uint32_t>(bytes);
 }
 
 std::optional<AttachMode> ParseAttachMode(std::string_view name) {

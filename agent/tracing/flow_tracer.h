@@ -21,6 +21,10 @@ namespace ad {
 enum class AttachMode : uint8_t { kAuto, kTpBtf, kRawTp, kTracepoint };
 std::string_view AttachModeName(AttachMode mode);  // "auto", "tp_btf", "raw_tp", "tracepoint"
 std::optional<AttachMode> ParseAttachMode(std::string_view name);
+// A ring-buffer size flag: decimal bytes in [kMinRingBytes, kMaxRingBytes], else nullopt.
+inline constexpr uint64_t kMinRingBytes = 4096;
+inline constexpr uint64_t kMaxRingBytes = 1ull << 30;
+std::optional<uint32_t> ParseRingBytes(const std::string& text);
 
 struct TracerOptions {
   std::vector<uint16_t> ports = {15008};  // at most 8 (bpf/hbone_flows.h HBONE_MAX_PORTS)
