@@ -710,7 +710,7 @@ int RunServe(const std::vector<std::string>& args) {
                 "Runs as the node daemon: scans at start, then re-reads a netns when its "
                 "nf_tables or rtnetlink events (or its iptables-legacy fingerprint, checked every "
                 "--interval) say it changed, polls the node-wide ZDS, ztunnel and CRI sources "
-                "every --interval and re-reads everything every --resync-interval. Keeps the "
+                "every --interval and resyncs every --resync-interval. Keeps the "
                 "history of every finding (first seen, last seen, resolved) and of ZDS signals, "
                 "serves the gRPC API on --api-socket (and over TCP with TLS on --api-address), "
                 "/metrics and /healthz, and logs one line per finding opened or resolved and per "
@@ -729,7 +729,10 @@ int RunServe(const std::vector<std::string>& args) {
   flags.Add({.name = "resync-interval",
              .value_name = "DURATION",
              .default_text = "60s",
-             .help = "Re-read every netns this often, whatever the change events said."});
+             .help = "Resync this often, whatever the change events said: re-read the netns "
+                     "whose nf_tables generation or iptables-legacy hash changed, the host "
+                     "netns, every netns's listeners and a rolling tenth of the rest in full "
+                     "(without events: everything)."});
   flags.Add({.name = "no-events",
              .takes_value = false,
              .help = "Do not subscribe to nf_tables/rtnetlink events: re-read every netns on "

@@ -147,7 +147,7 @@ void Daemon::StepAndPublish(StepTrigger trigger, const StepPlan& plan, LogFormat
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   if (step.unchanged) {
     ++unchanged_steps_;
-    if (options_.on_step) options_.on_step(trigger, seconds, 0);
+    if (options_.on_step) options_.on_step(trigger, seconds, plan.dirty_netns.size());
     return;  // same findings, same sources: outputs keep the last result
   }
   last_published_ = started;
@@ -190,6 +190,33 @@ void Daemon::ReleaseFreedMemory() {
   if (now - last_trim_ < std::chrono::seconds(1)) return;
   last_trim_ = now;
   (void)::malloc_trim(0);
+}
+
+// With change events the resync need not read everything: it reads what the gates flag (a
+// changed nf_tables generation or iptables-legacy content hash, events still queued), the host
+// netns (its ipsets have no events), the listeners of every netns (ztunnel's in-pod listeners
+// have none either), and in full a rolling 1/kResyncSlices of the other netns, so every netns is
+// read in full at least every kResyncSlices periods whatever the gates say.
+StepPlan Daemon::GatedResync(watch::ChangeMonitor& monitor, const std::set<uint64_t>& dirty) {
+  StepPlan plan{.full = false, .dirty_netns = dirty, .node_sources = true, .relisten_all = true};
+  for (const watch::DirtyNetns& netns : monitor.Verify()) plan.dirty_netns.insert(netns.inode);
+  std::vector<uint64_t> others;
+  for (const NetnsRecord& record : last_records_) {
+    if (record.is_host) {
+      plan.dirty_netns.insert(record.inode);
+    } else {
+      others.push_back(record.inode);
+    }
+  }
+  std::sort(others.begin(), others.end());
+  const size_t slice = (others.size() + kResyncSlices - 1) / kResyncSlices;
+  auto it = std::upper_bound(others.begin(), others.end(), resync_cursor_);
+  for (size_t taken = 0; taken < slice; ++taken, ++it) {
+    if (it == others.end()) it = others.begin();
+    plan.dirty_netns.insert(*it);
+    resync_cursor_ = *it;
+  }
+  return plan;
 }
 
 void Daemon::Run(LogFormat format) {
@@ -252,7 +279,7 @@ void Daemon::Run(LogFormat format) {
   while (!Stopping()) {
     const auto now = Clock::now();
     if (now >= next_resync) {
-      step(StepTrigger::kResync, StepPlan{});
+      step(StepTrigger::kResync, monitor ? GatedResync(*monitor, dirty) : StepPlan{});
       next_resync = now + options_.full_resync;
       next_poll = now + options_.poll_interval;
       continue;

@@ -20,13 +20,19 @@
 #include "sources/unique_fd.h"
 
 namespace ad {
+namespace watch {
+class ChangeMonitor;
+}
 
 enum class LogFormat : uint8_t { kText, kJson };
 
 struct DaemonOptions {
   EngineConfig engine;
   std::chrono::milliseconds poll_interval{5000};  // ZDS sources and legacy fingerprints
-  std::chrono::milliseconds full_resync{60000};   // re-read everything, whatever events said
+  // Resync whatever events said: with events, what the generation / legacy gates flag, the host
+  // netns, every netns's listeners and a rolling tenth of the netns in full (Daemon::GatedResync);
+  // without events, everything.
+  std::chrono::milliseconds full_resync{60000};
   // A poll that found nothing new (Engine: StepPlan::skip_if_unchanged) is not analysed or
   // published, but one result is published at least this often, so "last scan" times (/healthz,
   // GetStatus) stay fresh on a quiet node. Zero: publish every poll.
@@ -76,6 +82,11 @@ class Daemon {
   void StepAndPublish(StepTrigger trigger, const StepPlan& plan, LogFormat format);
   void ReleaseFreedMemory();
   bool Stopping() const;
+  StepPlan GatedResync(watch::ChangeMonitor& monitor, const std::set<uint64_t>& dirty);
+
+  // A gated resync reads 1/kResyncSlices of the netns in full, round robin from resync_cursor_.
+  static constexpr size_t kResyncSlices = 10;
+  uint64_t resync_cursor_ = 0;  // inode of the netns the last gated resync read last
 
   DaemonOptions options_;
   Engine engine_;

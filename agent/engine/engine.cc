@@ -34,6 +34,61 @@ struct NetnsInputs {
   bool operator==(const NetnsInputs&) const = default;
 };
 
+// The netns read again (`dirty`) found what their previous reads found. `previous` is the step
+// before, whose netns the scan did not move out because it read them again.
+bool SameReads(const NodeSnapshot& now, const NodeSnapshot& previous,
+               const std::set<uint64_t>& dirty) {
+  if (dirty.empty()) return true;
+  std::map<uint64_t, const NetnsSnapshot*> before;
+  for (const NetnsSnapshot& netns : previous.netns) {
+    if (dirty.contains(netns.netns.inode)) before.emplace(netns.netns.inode, &netns);
+  }
+  for (const NetnsSnapshot& netns : now.netns) {
+    if (!dirty.contains(netns.netns.inode)) continue;
+    auto it = before.find(netns.netns.inode);
+    if (it == before.end() || !SameNetnsContent(netns, *it->second)) return false;
+  }
+  return true;
+}
+
+// Listeners and listener read results of the netns a step will take over (all but `dirty`).
+std::vector<NetnsSnapshot> ListenersOf(const NodeSnapshot& snapshot,
+                                       const std::set<uint64_t>& dirty) {
+  std::vector<NetnsSnapshot> listeners;
+  for (const NetnsSnapshot& netns : snapshot.netns) {
+    if (dirty.contains(netns.netns.inode)) continue;
+    NetnsSnapshot& copy = listeners.emplace_back();
+    copy.netns.inode = netns.netns.inode;
+    copy.reads.listeners = netns.reads.listeners;
+    copy.listeners = netns.listeners;
+    for (const SourceError& error : netns.errors) {
+      if (error.kind == kListenerErrorKind) copy.errors.push_back(error);
+    }
+  }
+  return listeners;
+}
+
+// Every netns in `before` (from ListenersOf) has the same listeners and listener errors now.
+bool SameListeners(const NodeSnapshot& now, const std::vector<NetnsSnapshot>& before) {
+  if (before.empty()) return true;
+  std::map<uint64_t, const NetnsSnapshot*> by_inode;
+  for (const NetnsSnapshot& netns : now.netns) by_inode.emplace(netns.netns.inode, &netns);
+  for (const NetnsSnapshot& old : before) {
+    auto it = by_inode.find(old.netns.inode);
+    if (it == by_inode.end()) return false;
+    const NetnsSnapshot& netns = *it->second;
+    if (netns.reads.listeners != old.reads.listeners || netns.listeners != old.listeners) {
+      return false;
+    }
+    std::vector<SourceError> errors;
+    for (const SourceError& error : netns.errors) {
+      if (error.kind == kListenerErrorKind) errors.push_back(error);
+    }
+    if (errors != old.errors) return false;
+  }
+  return true;
+}
+
 std::vector<NetnsInputs> InputsOf(const NodeSnapshot& snapshot) {
   std::vector<NetnsInputs> inputs;
   inputs.reserve(snapshot.netns.size());
@@ -114,18 +169,24 @@ EngineStep Engine::Step(const StepPlan& plan) {
     step.snapshot = ScanNode(scan_, *inspector_);
   } else {
     // The previous step's inputs, taken before the scan moves its netns out.
-    const bool may_skip =
-        plan.skip_if_unchanged && plan.dirty_netns.empty() && last_usable_ && history_.size() == 0;
+    const bool may_skip = plan.skip_if_unchanged && last_usable_ && history_.size() == 0;
     std::vector<NetnsInputs> inputs_before;
-    if (may_skip) inputs_before = InputsOf(*last_snapshot_);
+    std::vector<NetnsSnapshot> relistened_before;  // listeners are refreshed in place
+    if (may_skip) {
+      inputs_before = InputsOf(*last_snapshot_);
+      if (plan.relisten_all) relistened_before = ListenersOf(*last_snapshot_, plan.dirty_netns);
+    }
     ScanReuse reuse{.previous = &*last_snapshot_,
                     .reinspect = plan.dirty_netns,
+                    .relisten_all = plan.relisten_all,
                     .node_sources = plan.node_sources};
     step.snapshot = ScanNode(scan_, *inspector_, &reuse);
     // With node sources polled, the previous node data is still in last_snapshot_ (only its
-    // netns were moved out); without, it was moved over unchanged.
+    // netns were moved out; those read again stay); without, it was moved over unchanged.
     if (may_skip && (!plan.node_sources || SameNodeSources(step.snapshot, *last_snapshot_)) &&
-        InputsOf(step.snapshot) == inputs_before && ScanUsable(step.snapshot)) {
+        InputsOf(step.snapshot) == inputs_before && ScanUsable(step.snapshot) &&
+        SameReads(step.snapshot, *last_snapshot_, plan.dirty_netns) &&
+        SameListeners(step.snapshot, relistened_before)) {
       step.snapshot.taken_at_unix_ms = started_at;
       last_snapshot_ = std::move(step.snapshot);
       EngineStep unchanged;

@@ -81,10 +81,14 @@ struct StepPlan {
   bool full = true;                // read every netns and poll every node source
   std::set<uint64_t> dirty_netns;  // when !full: the netns (inodes) to read again
   bool node_sources = true;        // when !full: poll the node-wide sources too
-  // When !full: if no netns was read again (none dirty, no new one), the netns records, listener
-  // owners, node-wide source data and errors equal the previous step's, and no aged signal is
-  // open (ZDS history empty: nothing can age into a stall and no evidence carries an age), the
-  // step is returned with `unchanged` set and without analysis. Its findings would be identical.
+  // When !full: read the listening sockets of every netns not in dirty_netns again (ztunnel's
+  // in-pod listeners change without netfilter or routing events).
+  bool relisten_all = false;
+  // When !full: if every netns read again found what its previous read found, no netns came or
+  // went, the netns records, listener owners, node-wide source data and errors equal the
+  // previous step's, and no aged signal is open (ZDS history empty: nothing can age into a stall
+  // and no evidence carries an age), the step is returned with `unchanged` set and without
+  // analysis. Its findings would be identical.
   bool skip_if_unchanged = false;
 };
 

@@ -122,6 +122,8 @@ struct Rule {
   std::string comment;  // -m comment / nft comment: evidence only, not meaning
   uint64_t handle = 0;  // nft rule handle; 0 for legacy
   bool has_counter = false;
+
+  bool operator==(const Rule&) const = default;
 };
 
 // Sorts matches into canonical order and drops no-op matches (e.g. a bare "-m tcp" that only
@@ -136,6 +138,8 @@ struct Chain {
   std::string type;      // "filter", "nat", "route" (base only)
   std::string policy;    // "accept" / "drop" (base only)
   std::vector<Rule> rules;
+
+  bool operator==(const Chain&) const = default;
 };
 
 struct NftSet {
@@ -146,6 +150,8 @@ struct NftSet {
   std::string data_type;              // maps only: "verdict", "ipv4_addr", ...; empty for a set
   bool anonymous = false;             // kept only when its elements could not be inlined
   bool interval = false;              // "flags interval": elements are ranges and prefixes
+
+  bool operator==(const NftSet&) const = default;
 };
 
 struct Table {
@@ -156,6 +162,7 @@ struct Table {
   std::vector<NftSet> sets;  // native nft only
 
   const Chain* FindChain(std::string_view chain_name) const;
+  bool operator==(const Table&) const = default;
 };
 
 // ipset sets (x_tables side of the host probe set).
@@ -164,6 +171,8 @@ struct IpSet {
   std::string type;  // "hash:ip"
   Family family = Family::kIpv4;
   std::vector<std::string> members;  // canonical address text
+
+  bool operator==(const IpSet&) const = default;
 };
 
 // Rendering in the backend's own syntax, close to iptables-save / nft list.

@@ -33,4 +33,10 @@ const NetnsSnapshot* NodeSnapshot::Host() const {
   return nullptr;
 }
 
+bool SameNetnsContent(const NetnsSnapshot& a, const NetnsSnapshot& b) {
+  return a.netns == b.netns && a.reads == b.reads && a.netfilter == b.netfilter &&
+         a.routing == b.routing && a.listeners == b.listeners && a.errors == b.errors &&
+         a.unreadable == b.unreadable;
+}
+
 }  // namespace ad

@@ -33,6 +33,8 @@ struct PolicyRule {  // one "ip rule"
   uint32_t fwmask = 0;
   uint32_t table = 0;
   std::string action;  // "lookup", "blackhole", "unreachable", ...
+
+  bool operator==(const PolicyRule&) const = default;
 };
 
 struct RouteEntry {
@@ -41,6 +43,8 @@ struct RouteEntry {
   std::string type;  // "local", "unicast", ...
   std::string dst;   // canonical prefix "0.0.0.0/0", "::/0"
   std::string dev;   // output interface name
+
+  bool operator==(const RouteEntry&) const = default;
 };
 
 struct InterfaceAddress {
@@ -49,6 +53,8 @@ struct InterfaceAddress {
   std::string address;  // canonical address without prefix
   uint8_t prefix_len = 0;
   bool global_scope = false;  // scope universe (pod IPs); loopback and link-local are not
+
+  bool operator==(const InterfaceAddress&) const = default;
 };
 
 struct RoutingState {
@@ -56,6 +62,8 @@ struct RoutingState {
   std::vector<RouteEntry> routes;  // only the table(s) the reader was asked for (Istio: 100)
   std::vector<InterfaceAddress> addresses;
   bool ipv6_disabled = false;  // /proc/sys/net/ipv6/conf/lo/disable_ipv6 == 1 (or no IPv6)
+
+  bool operator==(const RoutingState&) const = default;
 };
 
 struct NetfilterState {
@@ -63,6 +71,8 @@ struct NetfilterState {
   std::vector<IpSet> ipsets;
   std::vector<std::string> legacy_tables_v4;  // ip_tables_names as read inside the netns
   std::vector<std::string> legacy_tables_v6;  // ip6_tables_names
+
+  bool operator==(const NetfilterState&) const = default;
 };
 
 // Whether each per-netns read ran and succeeded, set by the inspector. Analysis judges absence
@@ -84,6 +94,7 @@ struct NetnsReads {
   }
   // For snapshots built by hand (tests, fixtures): every read succeeded.
   static NetnsReads AllOk();
+  bool operator==(const NetnsReads&) const = default;
 };
 
 struct NetnsSnapshot {
@@ -96,6 +107,9 @@ struct NetnsSnapshot {
   bool unreadable = false;                 // nothing could be read at all
   double scan_ms = 0;
 };
+
+// Whether two reads of a netns found the same: everything but how long the read took.
+bool SameNetnsContent(const NetnsSnapshot& a, const NetnsSnapshot& b);
 
 struct NodeSnapshot {
   std::string node_name;

@@ -14,7 +14,15 @@ class NetnsInspector {
   virtual ~NetnsInspector() = default;
   // Reads one netns. Must be thread-safe; never throws; failures land in snapshot.errors.
   virtual NetnsSnapshot Inspect(const NetnsRecord& netns) = 0;
+  // Reads only the listening sockets of an already inspected netns again (ztunnel opens and
+  // closes its in-pod listeners without any netfilter or routing event): replaces
+  // snapshot.listeners, reads.listeners and the listener read's errors. Same rules as Inspect.
+  // The default inspects the whole netns and keeps its listener part.
+  virtual void RefreshListeners(NetnsSnapshot& snapshot);
 };
+
+// The SourceKind of listener read errors (RefreshListeners replaces those, and only those).
+inline constexpr SourceKind kListenerErrorKind = SourceKind::kSockDiag;
 
 struct InspectorOptions {
   // Istio's probe ipsets live in the host netns only; a node scan skips the ipset dump elsewhere

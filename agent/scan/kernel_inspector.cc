@@ -108,11 +108,32 @@ class KernelInspector : public NetnsInspector {
     } else {
       settle(reads.routes, &routing.error());
     }
-    // Listeners (ztunnel's in-pod 15001/15006/15008/15053): one dump per family and protocol.
+    ReadListenersInto(snapshot);
+  }
+
+  void RefreshListeners(NetnsSnapshot& snapshot) override {
+    std::erase_if(snapshot.errors,
+                  [](const SourceError& error) { return error.kind == kListenerErrorKind; });
+    snapshot.listeners.clear();
+    snapshot.reads.listeners = ReadStatus::kNotRead;
+    auto guard = NetnsGuard::Enter(snapshot.netns.PrimaryPath());
+    if (!guard.ok()) {  // gone since its last read: the next discovery drops it
+      snapshot.reads.listeners = ReadStatus::kFailed;
+      snapshot.errors.push_back(SourceError{kListenerErrorKind,
+                                            "listeners not read again: " + guard.error().message,
+                                            guard.error().error_number});
+      return;
+    }
+    ReadListenersInto(snapshot);
+  }
+
+  // Inside the netns. Listeners (ztunnel's in-pod 15001/15006/15008/15053): one dump per family
+  // and protocol.
+  static void ReadListenersInto(NetnsSnapshot& snapshot) {
     ListenerDump listeners = ReadListeningSockets(/*include_udp=*/false);
     snapshot.listeners = std::move(listeners.listeners);
-    for (const SourceError& error : listeners.errors) settle(reads.listeners, &error);
-    settle(reads.listeners, nullptr);
+    snapshot.reads.listeners = listeners.errors.empty() ? ReadStatus::kOk : ReadStatus::kFailed;
+    snapshot.errors.insert(snapshot.errors.end(), listeners.errors.begin(), listeners.errors.end());
   }
 
   ReadLimits limits_;

@@ -52,6 +52,17 @@ void CarryListenerOwners(const NetnsSnapshot& before, NetnsSnapshot& now) {
 
 }  // namespace
 
+void NetnsInspector::RefreshListeners(NetnsSnapshot& snapshot) {
+  NetnsSnapshot fresh = Inspect(snapshot.netns);
+  std::erase_if(snapshot.errors,
+                [](const SourceError& error) { return error.kind == kListenerErrorKind; });
+  for (SourceError& error : fresh.errors) {
+    if (error.kind == kListenerErrorKind) snapshot.errors.push_back(std::move(error));
+  }
+  snapshot.listeners = std::move(fresh.listeners);
+  snapshot.reads.listeners = fresh.reads.listeners;
+}
+
 NodeSnapshot ScanNode(const ScanOptions& options, NetnsInspector& inspector,
                       const ScanReuse* reuse) {
   const auto started = std::chrono::steady_clock::now();
@@ -64,8 +75,10 @@ NodeSnapshot ScanNode(const ScanOptions& options, NetnsInspector& inspector,
   std::vector<NetnsRecord> records = DiscoverNetns(options.discovery, &node.errors);
   node.netns.resize(records.size());
 
-  // Indexes of the records to read; the others are taken over from the previous snapshot.
+  // Indexes of the records to read; the others are taken over from the previous snapshot, some
+  // of them with their listeners read again.
   std::vector<size_t> to_read;
+  std::vector<size_t> to_relisten;
   const std::map<uint64_t, NetnsSnapshot*> previous = reuse != nullptr && reuse->previous != nullptr
                                                           ? ByInode(*reuse->previous)
                                                           : std::map<uint64_t, NetnsSnapshot*>{};
@@ -78,19 +91,31 @@ NodeSnapshot ScanNode(const ScanOptions& options, NetnsInspector& inspector,
     }
     node.netns[i] = std::move(*known->second);
     node.netns[i].netns = records[i];
+    if (reuse->relisten_all || reuse->relisten.contains(records[i].inode)) {
+      to_relisten.push_back(i);
+    }
   }
 
   // Each worker owns its thread's netns switches; results land at the discovery index so the
   // output order does not depend on scheduling.
   std::atomic<size_t> next{0};
+  const size_t jobs = to_read.size() + to_relisten.size();
   auto work = [&] {
-    for (size_t k = next.fetch_add(1); k < to_read.size(); k = next.fetch_add(1)) {
-      const size_t i = to_read[k];
-      node.netns[i] = inspector.Inspect(records[i]);
+    for (size_t k = next.fetch_add(1); k < jobs; k = next.fetch_add(1)) {
+      if (k < to_read.size()) {
+        const size_t i = to_read[k];
+        node.netns[i] = inspector.Inspect(records[i]);
+      } else {
+        // Owners of sockets still there carry over until node sources attribute them again.
+        NetnsSnapshot& netns = node.netns[to_relisten[k - to_read.size()]];
+        NetnsSnapshot before;
+        before.listeners = netns.listeners;
+        inspector.RefreshListeners(netns);
+        CarryListenerOwners(before, netns);
+      }
     }
   };
-  const size_t workers =
-      std::min(to_read.size(), static_cast<size_t>(std::max(1, options.workers)));
+  const size_t workers = std::min(jobs, static_cast<size_t>(std::max(1, options.workers)));
   std::vector<std::jthread> pool;
   pool.reserve(workers);
   for (size_t w = 0; w < workers; ++w) {

@@ -28,6 +28,10 @@ struct ScanReuse {
   // with the new snapshot), so a steady-state scan copies nothing it did not read.
   NodeSnapshot* previous = nullptr;
   std::set<uint64_t> reinspect;  // netns inodes to read again
+  // Netns taken over from `previous` whose listening sockets alone are read again
+  // (NetnsInspector::RefreshListeners); `relisten_all` = every netns taken over.
+  std::set<uint64_t> relisten;
+  bool relisten_all = false;
   // False: the node-wide sources (ZDS socket, fd inventory, ztunnel admin, CRI) are not polled in
   // this scan; their data is taken from `previous`, and listeners of re-read netns keep the
   // owners attributed before (same socket inode) until the next poll.

@@ -45,14 +45,20 @@ std::vector<ProcessNetnsFds> AttributeOwners(const FdInventory& inventory, ZdsSo
                                              std::vector<NetnsSnapshot>* netns);
 
 // Repeated collections (watch, the daemon) reuse the fd inventory of processes that did not
-// change (same pid and start time), except istio-cni and ztunnel, which are read every time
-// (incrementally: new fd numbers are stat()ed, see FdInventoryCache); a ZDS or ztunnel-port
-// socket that no known process owns triggers a full inventory at once, and a change of the node's
-// netns set or of the ZDS connections a stat of every istio-cni and ztunnel fd.
+// change (same /proc/<pid> directory, else same pid and start time), except istio-cni and ztunnel,
+// which are read every time (incrementally: new fd numbers are stat()ed, see FdInventoryCache); a
+// ZDS or ztunnel-port socket that no known process owns triggers a full inventory at once, and a
+// change of the node's netns set or of the ZDS connections a stat of every istio-cni and ztunnel
+// fd.
 class ZdsNodeSource : public NodeSource {
  public:
+  // Every 60th collection (5 min at the daemon's 5 s) reads every process in full, and a
+  // still-present istio-cni / ztunnel fd number is stat()ed again every 12th (1 min): backstops
+  // only, since an unowned socket or a netns / connection change asks for either at once.
   explicit ZdsNodeSource(ZdsSourceOptions options)
-      : options_(std::move(options)), inventory_(FdInventoryOptions{options_.proc_root}) {}
+      : options_(std::move(options)),
+        inventory_(FdInventoryOptions{options_.proc_root}, /*full_every=*/60,
+                   /*revalidate_every=*/12) {}
   std::string_view name() const override { return "zds"; }
   void Collect(NodeSnapshot& snapshot) override;
   const FdInventoryCache::Stats& inventory_stats() const { return inventory_.stats(); }

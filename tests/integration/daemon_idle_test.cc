@@ -18,6 +18,7 @@
 #include "daemon/daemon.h"
 #include "lab/emulators.h"
 #include "lab/lab.h"
+#include "scoped_child.h"
 
 namespace ad {
 namespace {
@@ -71,7 +72,8 @@ class DaemonIdleTest : public ::testing::Test {
     ASSERT_TRUE(lab_->ok()) << lab_->error().message;
   }
 
-  void StartDaemon(milliseconds stall_threshold = milliseconds(30'000)) {
+  void StartDaemon(milliseconds stall_threshold = milliseconds(30'000),
+                   milliseconds full_resync = milliseconds(600'000)) {
     const lab::LabNode& node = lab_->node();
     DaemonOptions options;
     options.engine.discovery.proc_root.clear();
@@ -83,10 +85,14 @@ class DaemonIdleTest : public ::testing::Test {
     options.engine.cri_endpoints = {"unix://" + node.zds.cri_socket_path};
     options.engine.analysis.zds_stall_threshold_ms = stall_threshold.count();
     options.poll_interval = milliseconds(200);
-    options.full_resync = milliseconds(600'000);  // nothing here may rely on a resync
+    options.full_resync = full_resync;  // by default nothing here may rely on a resync
     options.max_unpublished = milliseconds(600'000);
-    options.on_step = [this](StepTrigger trigger, double, size_t) {
+    options.on_step = [this](StepTrigger trigger, double, size_t netns_read) {
       if (trigger == StepTrigger::kPoll) ++polls_;
+      if (trigger == StepTrigger::kResync) {
+        ++resyncs_;
+        resync_reads_max_ = std::max<size_t>(resync_reads_max_.load(), netns_read);
+      }
     };
     daemon_ = std::make_unique<Daemon>(options);
     runner_ = std::thread([this] { daemon_->Run(); });
@@ -119,6 +125,8 @@ class DaemonIdleTest : public ::testing::Test {
   std::unique_ptr<Daemon> daemon_;
   std::thread runner_;
   std::atomic<int> polls_{0};
+  std::atomic<int> resyncs_{0};
+  std::atomic<size_t> resync_reads_max_{0};
   uint64_t seen_ = 0;
 };
 
@@ -194,6 +202,52 @@ TEST_F(DaemonIdleTest, AHandOffStillAgesIntoAStall) {
       WaitPolls(50, [](const PublishedResult& r) { return HasFinding(r, FindingCode::kZdsStall); }),
       nullptr)
       << "ZDS_STALL never published";
+}
+
+// With events, a resync reads in full only what the gates flag, the host netns and a rolling tenth
+// of the others, yet a listener that comes and goes without any netfilter or routing event (what
+// ztunnel does in every pod) is seen at the next resync.
+TEST_F(DaemonIdleTest, GatedResyncsReadLittleAndStillSeeListeners) {
+  StartLab();
+  if (IsSkipped()) return;
+  StartDaemon(milliseconds(30'000), /*full_resync=*/milliseconds(600));
+  const lab::LabNode& node = lab_->node();
+  const std::string pod1 = node.pods[1].netns_path;
+  auto has_listener = [&](const PublishedResult& r, uint16_t port) {
+    const NetnsSnapshot* netns = NetnsAt(r, pod1);
+    return netns != nullptr && std::any_of(netns->listeners.begin(), netns->listeners.end(),
+                                           [port](const ListeningSocket& l) {
+                                             return l.port == port && l.protocol == 6;
+                                           });
+  };
+  auto settled = WaitPolls(50, [&](const PublishedResult& r) {
+    return r.step.usable && has_listener(r, 15008) && r.step.analysis.findings.empty();
+  });
+  ASSERT_NE(settled, nullptr) << "the lab never looked healthy";
+  const size_t netns_count = settled->step.snapshot.netns.size();
+  ASSERT_GE(netns_count, 5u) << "host, ztunnel and three pods";
+
+  const int resyncs_before = resyncs_.load();
+  {
+    testing::ScopedChild listener(
+        {"/usr/bin/python3", "-c",
+         "import socket,time\ns=socket.socket()\ns.setsockopt(socket.SOL_SOCKET,"
+         "socket.SO_REUSEADDR,1)\ns.bind(('0.0.0.0',18080))\ns.listen()\ntime.sleep(120)"},
+        pod1);
+    ASSERT_GT(listener.pid(), 0);
+    auto seen = WaitPolls(100, [&](const PublishedResult& r) { return has_listener(r, 18080); });
+    ASSERT_NE(seen, nullptr) << "a new listener was never seen";
+    EXPECT_GT(resyncs_.load(), resyncs_before) << "no event announces a listener: a resync did";
+    // The resync running when the child started listening may have missed it; the next cannot
+    // (the rolling slice alone would take up to 4 here).
+    EXPECT_LE(resyncs_.load(), resyncs_before + 2) << "listeners are read at every resync";
+  }
+  auto gone = WaitPolls(100, [&](const PublishedResult& r) {
+    return NetnsAt(r, pod1) != nullptr && !has_listener(r, 18080) && has_listener(r, 15008);
+  });
+  ASSERT_NE(gone, nullptr) << "a closed listener stayed";
+  EXPECT_GE(resyncs_.load(), resyncs_before + 2);
+  EXPECT_LT(resync_reads_max_.load(), netns_count) << "a gated resync read every netns in full";
 }
 
 }  // namespace

@@ -165,6 +165,82 @@ TEST_F(EngineTest, SkipsOnlyPartialStepsThatFoundNothingNew) {
   EXPECT_FALSE(engine.Step().unchanged) << "a full step is never skipped";
 }
 
+TEST_F(EngineTest, SkipsAPartialStepWhoseRereadsFoundTheSame) {
+  testing::ScopedNetns second("engine");
+  ASSERT_TRUE(second.ok());
+  EngineConfig config = config_;
+  config.discovery.name_glob = "adt-engine-" + std::to_string(::getpid()) + "-*";
+  auto inspector = std::make_unique<ScriptedInspector>();
+  ScriptedInspector* script = inspector.get();
+  script->SetNext(Readable());
+  Engine engine(config, std::move(inspector));
+  ASSERT_EQ(engine.Step().snapshot.netns.size(), 2u);
+
+  const uint64_t second_inode = testing::InodeOf(second.path());
+  StepPlan dirty{.full = false,
+                 .dirty_netns = {second_inode},
+                 .node_sources = false,
+                 .skip_if_unchanged = true};
+  EXPECT_TRUE(engine.Step(dirty).unchanged) << "read again, found the same";
+  EXPECT_EQ(script->calls(), 3);
+
+  NetnsSnapshot with_rule = Readable();
+  with_rule.netfilter.tables.push_back(Table{.backend = Backend::kNft, .name = "t"});
+  script->SetNext(with_rule);
+  EngineStep changed = engine.Step(dirty);
+  EXPECT_FALSE(changed.unchanged) << "a table appeared";
+  ASSERT_EQ(changed.snapshot.netns.size(), 2u);
+  EXPECT_TRUE(engine.Step(dirty).unchanged) << "and stayed";
+}
+
+TEST_F(EngineTest, RelistenAllReadsOnlyTheListenersOfTheOtherNetns) {
+  testing::ScopedNetns second("engine");
+  ASSERT_TRUE(second.ok());
+  EngineConfig config = config_;
+  config.discovery.name_glob = "adt-engine-" + std::to_string(::getpid()) + "-*";
+  auto inspector = std::make_unique<ScriptedInspector>();
+  ScriptedInspector* script = inspector.get();
+  NetnsSnapshot with_table = Readable();
+  with_table.netfilter.tables.push_back(Table{.backend = Backend::kNft, .name = "kept"});
+  script->SetNext(with_table);
+  Engine engine(config, std::move(inspector));
+  ASSERT_EQ(engine.Step().snapshot.netns.size(), 2u);
+
+  const uint64_t second_inode = testing::InodeOf(second.path());
+  StepPlan relisten{.full = false,
+                    .dirty_netns = {second_inode},
+                    .node_sources = false,
+                    .relisten_all = true,
+                    .skip_if_unchanged = true};
+  EXPECT_TRUE(engine.Step(relisten).unchanged) << "same tables, same (no) listeners";
+  EXPECT_EQ(script->relistens(), 1) << "only the netns not read in full";
+
+  NetnsSnapshot listening = Readable();  // no table: a full read would drop "kept"
+  listening.listeners.push_back(ListeningSocket{.address = "0.0.0.0", .port = 15008, .inode = 7});
+  listening.errors.push_back({SourceKind::kSockDiag, "udp dump: EPERM", 1});
+  script->SetNext(listening);
+  relisten.dirty_netns = {};
+  EngineStep step = engine.Step(relisten);
+  EXPECT_FALSE(step.unchanged) << "a listener appeared";
+  ASSERT_EQ(step.snapshot.netns.size(), 2u);
+  for (const NetnsSnapshot& netns : step.snapshot.netns) {
+    ASSERT_EQ(netns.listeners.size(), 1u) << netns.netns.PrimaryPath();
+    EXPECT_EQ(netns.listeners[0].port, 15008);
+    ASSERT_EQ(netns.netfilter.tables.size(), 1u) << "the rest of the netns is kept";
+    EXPECT_EQ(netns.netfilter.tables[0].name, "kept");
+    ASSERT_EQ(netns.errors.size(), 1u) << "the listener read's error comes along";
+    EXPECT_EQ(netns.errors[0].kind, SourceKind::kSockDiag);
+  }
+  EXPECT_TRUE(engine.Step(relisten).unchanged);
+  script->SetNext(with_table);
+  step = engine.Step(relisten);
+  EXPECT_FALSE(step.unchanged) << "the listener went away";
+  for (const NetnsSnapshot& netns : step.snapshot.netns) {
+    EXPECT_TRUE(netns.listeners.empty());
+    EXPECT_TRUE(netns.errors.empty()) << "the old listener error is replaced";
+  }
+}
+
 TEST_F(EngineTest, ComposeScanFollowsTheConfig) {
   EngineConfig config = config_;
   EXPECT_TRUE(ComposeScan(config).node_sources.empty());

@@ -3,6 +3,7 @@
 // and quickly.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -12,6 +13,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <string>
 #include <thread>
 
 #include "child_process_util.h"
@@ -68,6 +70,47 @@ TEST(FdInventoryLive, CacheReusesUnchangedProcessesUntilAskedOrFull) {
   EXPECT_TRUE(cache.last_take_full()) << "on request";
   EXPECT_EQ(cache.stats().takes, 6u);
   EXPECT_EQ(cache.stats().full_takes, 3u);
+}
+
+// A known process is recognised by the inode of its /proc/<pid> directory (procfs makes a new one
+// for every process), so none of its files are read: a rename (or an exec) is seen only when the
+// process is re-read (predicate, full take), which is the cost of not reading every process's stat
+// every poll. Ownership that matters (a ZDS socket nobody owns) asks for a full take at once.
+TEST(FdInventoryLive, CacheKnowsAProcessByItsProcDirectory) {
+  ChildProcess child([](const ChildChannel& channel) {
+    (void)::prctl(PR_SET_NAME, "adt-before");
+    channel.Signal('r');
+    while (auto byte = channel.Wait()) {
+      if (*byte == 'n') {
+        (void)::prctl(PR_SET_NAME, "adt-after");
+        channel.Signal('n');
+      }
+    }
+  });
+  ASSERT_EQ(child.Read(), 'r');
+  const int pid = child.pid();
+  auto comm_of = [pid](const FdInventory& inventory) -> std::string {
+    const ProcessFds* process = inventory.Find(pid);
+    return process == nullptr ? "" : process->comm;
+  };
+  FdInventoryCache cache(FdInventoryOptions{"/proc"}, /*full_every=*/1000);
+  const auto never = [](const ProcessFds&) { return false; };
+  FdInventory first = cache.Take(never);
+  EXPECT_EQ(comm_of(first), "adt-before");
+  ASSERT_NE(first.Find(pid), nullptr);
+  struct stat dir {};
+  ASSERT_EQ(::stat(("/proc/" + std::to_string(pid)).c_str(), &dir), 0);
+  EXPECT_EQ(first.Find(pid)->proc_dir_inode, dir.st_ino);
+
+  ASSERT_TRUE(child.Send('n'));
+  ASSERT_EQ(child.Read(), 'n');
+  const uint64_t reused_before = cache.stats().processes_reused;
+  EXPECT_EQ(comm_of(cache.Take(never)), "adt-before") << "same directory: nothing read";
+  EXPECT_GT(cache.stats().processes_reused, reused_before);
+  EXPECT_EQ(comm_of(cache.Take([pid](const ProcessFds& p) { return p.pid == pid; })), "adt-after")
+      << "re-read on request";
+  cache.RequestFull();
+  EXPECT_EQ(comm_of(cache.Take(never)), "adt-after");
 }
 
 // A re-read process is read incrementally: new fd numbers are stat()ed at once and closed ones

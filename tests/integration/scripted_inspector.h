@@ -22,6 +22,12 @@ class ScriptedInspector : public NetnsInspector {
     ++calls_;
     return snapshot;
   }
+  // Counts, then the interface's default (an Inspect() whose listener part is kept).
+  void RefreshListeners(NetnsSnapshot& snapshot) override {
+    ++relistens_;
+    NetnsInspector::RefreshListeners(snapshot);
+  }
+  int relistens() const { return relistens_; }
   void SetNext(NetnsSnapshot snapshot) {
     std::lock_guard lock(mutex_);
     next_ = std::move(snapshot);
@@ -32,6 +38,7 @@ class ScriptedInspector : public NetnsInspector {
   std::mutex mutex_;
   NetnsSnapshot next_;
   std::atomic<int> calls_{0};
+  std::atomic<int> relistens_{0};
 };
 
 inline NetnsSnapshot Readable() {

@@ -101,6 +101,8 @@ class InventoryReader {
   // A process read before: its last ProcessFds to reuse, or nullptr to read it now. Asked after
   // /proc/<pid>/stat (comm and start time) was read, so a reused pid is never taken for another.
   using Reuse = std::function<const ProcessFds*(const ProcessFds& identity)>;
+  // Asked first, with the inode of the /proc/<pid> directory only (no file of it read yet).
+  using ReuseByDir = std::function<const ProcessFds*(int pid, uint64_t dir_inode)>;
   // For a process that is read: the fd table to read it against incrementally (FdInventoryCache),
   // or nullptr to stat every fd. Same identity rule as Reuse.
   using TableFor = std::function<FdInventoryCache::FdTable*(const ProcessFds& identity)>;
@@ -113,7 +115,8 @@ class InventoryReader {
     uint64_t reused = 0;
   };
 
-  FdInventory Read(const Reuse& reuse = {}, Incremental* incremental = nullptr) {
+  FdInventory Read(const Reuse& reuse = {}, Incremental* incremental = nullptr,
+                   const ReuseByDir& reuse_by_dir = {}) {
     incremental_ = incremental;
     FdInventory inventory;
     DirHandle dir(::opendir(proc_root_.c_str()));
@@ -127,6 +130,14 @@ class InventoryReader {
     }
     std::sort(pids.begin(), pids.end());
     for (int pid : pids) {
+      struct stat pid_dir {};
+      if (reuse_by_dir &&
+          ::fstatat(::dirfd(dir.get()), std::to_string(pid).c_str(), &pid_dir, 0) == 0) {
+        if (const ProcessFds* cached = reuse_by_dir(pid, pid_dir.st_ino)) {
+          inventory.processes.push_back(*cached);
+          continue;
+        }
+      }
       if (std::optional<ProcessFds> process = ReadProcess(pid, reuse)) {
         inventory.processes.push_back(std::move(*process));
       }
@@ -146,6 +157,7 @@ class InventoryReader {
     }
     ProcessFds process;
     process.pid = pid;
+    if (struct stat dir{}; ::fstat(pid_dir.get(), &dir) == 0) process.proc_dir_inode = dir.st_ino;
     int error = 0;
     std::optional<std::string> stat = ReadSmallFile(pid_dir.get(), "stat", &error);
     if (!stat) {
@@ -160,7 +172,11 @@ class InventoryReader {
           static_cast<int64_t>(start_ticks * 1000 / static_cast<uint64_t>(ticks_per_second_));
     }
     if (reuse && process.start_time_unix_ms > 0) {
-      if (const ProcessFds* cached = reuse(process)) return *cached;
+      if (const ProcessFds* cached = reuse(process)) {
+        ProcessFds same = *cached;
+        same.proc_dir_inode = process.proc_dir_inode;  // a new instance of the same directory
+        return same;
+      }
     }
     struct stat ns {};
     if (::fstatat(pid_dir.get(), "ns/net", &ns, 0) == 0) {
@@ -354,7 +370,17 @@ FdInventory FdInventoryCache::Take(const RereadPredicate& reread) {
   if (full) ++stats_.full_takes;
   uint64_t reused = 0;
   InventoryReader::Reuse reuse;
+  InventoryReader::ReuseByDir reuse_by_dir;
   if (!full) {
+    reuse_by_dir = [&](int pid, uint64_t dir_inode) -> const ProcessFds* {
+      auto known = by_pid_.find(pid);
+      if (known == by_pid_.end() || known->second.proc_dir_inode != dir_inode || dir_inode == 0 ||
+          (reread && reread(known->second))) {
+        return nullptr;
+      }
+      ++reused;
+      return &known->second;
+    };
     reuse = [&](const ProcessFds& identity) -> const ProcessFds* {
       auto known = by_pid_.find(identity.pid);
       if (known == by_pid_.end() ||
@@ -385,7 +411,8 @@ FdInventory FdInventoryCache::Take(const RereadPredicate& reread) {
     }
     return &table;
   };
-  FdInventory inventory = InventoryReader(options_.proc_root).Read(reuse, &incremental);
+  FdInventory inventory =
+      InventoryReader(options_.proc_root).Read(reuse, &incremental, reuse_by_dir);
   stats_.processes_reused += reused;
   stats_.processes_read += inventory.processes.size() - reused;
   stats_.fds_stated += incremental.stated;

@@ -26,6 +26,9 @@ struct ProcessFds {
   uint64_t own_netns_inode = 0;           // 0 when <proc_root>/<pid>/ns/net could not be stat()ed
   std::vector<uint64_t> socket_inodes;    // sorted, unique
   std::vector<uint64_t> netns_fd_inodes;  // sorted, unique
+  // Inode of the <proc_root>/<pid> directory when it was read: procfs gives every instance of it
+  // a new inode number, so the same number later means the same process (FdInventoryCache).
+  uint64_t proc_dir_inode = 0;
 };
 
 class FdInventory {
@@ -56,10 +59,14 @@ struct FdEntry {
 };
 
 // Repeated inventories for a long-running agent (the daemon polls every few seconds): a process
-// seen before with the same start time keeps the fds of its last read, unless `reread` asks for it
-// (istio-cni and ztunnel, whose netns fds and sockets are the point). Everything is read on the
-// first Take, on every `full_every`-th one and on the Take after RequestFull() (a caller that met a
-// socket no known process owns asks for one).
+// seen before keeps the fds of its last read, unless `reread` asks for it (istio-cni and ztunnel,
+// whose netns fds and sockets are the point). "Seen before" costs one stat() of /proc/<pid>: the
+// same directory inode as last time (else the same start time and name in /proc/<pid>/stat). So a
+// process that renames itself or exec()s keeps its old name and fds until it is re-read (full
+// take, predicate); callers that depend on ownership ask for a full take when a socket they look
+// up has no known owner.
+// Everything is read on the first Take, on every `full_every`-th one and on the Take after
+// RequestFull() (a caller that met a socket no known process owns asks for one).
 //
 // A re-read process is read incrementally. When stat() of its fd directory shows the same number
 // of open fds as last time (Linux >= 6.2), its fd numbers are taken as they were; otherwise the

@@ -406,6 +406,20 @@ std::vector<DirtyNetns> ChangeMonitor::TakeReady(Clock::time_point now,
   return ready;
 }
 
+std::vector<DirtyNetns> ChangeMonitor::Verify() {
+  std::array<epoll_event, kMaxEpollEvents> events;
+  for (;;) {  // what is queued now, without waiting
+    const int n = ::epoll_wait(epoll_.get(), events.data(), kMaxEpollEvents, 0);
+    for (int i = 0; i < n; ++i) HandleReady(events[static_cast<size_t>(i)].data.u64);
+    if (n < kMaxEpollEvents) break;
+  }
+  if (dir_watcher_ && dir_watcher_->HasPending()) HandleDirEvents();
+  PollGenerations();
+  PollLegacy(LegacyDepth::kContentHash);
+  Clock::time_point ignored = Clock::time_point::max();
+  return TakeReady(Clock::time_point::max(), &ignored);
+}
+
 std::vector<DirtyNetns> ChangeMonitor::Poll(std::chrono::milliseconds timeout) {
   ++counters_.polls;
   const Clock::time_point deadline = Clock::now() + timeout;

@@ -4,14 +4,15 @@
 // (NetnsGuard, always restored). Optionally it watches the netns directories for names appearing
 // and disappearing. Poll() turns the events into coalesced "dirty" netns: a netns is reported once
 // its events have been quiet for the coalescing window (iptables-nft-restore commits once per
-// table, so a single restore is one report), or after max_delay under sustained churn.
+// table, so a single restore is one report), or after max_delay under sustained churn. Verify()
+// is the periodic resync's gate (generation and legacy content hash of every netns).
 // Read-only by construction: it subscribes, asks GETGEN/GET_INFO/GET_ENTRIES and reads.
 //
 // Use (e.g. by `serve`): DiscoverNetns() -> Watch() each record; then loop on Poll(timeout) and
 // re-read exactly the netns it returns (kOverflow: everything of that netns; kRemoved: drop it,
 // its fds are already closed). Netns reached only through /proc/<pid>/ns/net get no inotify
-// events: the caller Unwatch()es them on process churn. The periodic full resync (issue 7: 60 s)
-// stays the caller's. Not thread-safe: one owner thread calls everything.
+// events: the caller Unwatch()es them on process churn. When to resync stays the caller's. Not
+// thread-safe: one owner thread calls everything.
 #pragma once
 
 #include <sys/types.h>
@@ -130,6 +131,10 @@ class ChangeMonitor {
   // PollLegacy checks the next `max_netns` netns round robin (0 = all of them).
   void PollLegacy(LegacyDepth depth, size_t max_netns = 0);
   void PollGenerations();
+  // The periodic resync's gate: events already queued are taken in, every watched netns's
+  // nf_tables generation and iptables-legacy content hash are compared with their baselines, and
+  // every netns that differs or has events pending is returned at once (no coalescing wait).
+  std::vector<DirtyNetns> Verify();
 
   // Call just before the caller re-reads these netns (empty = every watched one): their
   // iptables-legacy baselines become what the read will see. Without it a change the read saw
