@@ -148,6 +148,10 @@ void Daemon::StepAndPublish(StepTrigger trigger, const StepPlan& plan, LogFormat
   if (step.unchanged) {
     ++unchanged_steps_;
     if (options_.on_step) options_.on_step(trigger, seconds, plan.dirty_netns.size());
+    // A resync read listeners everywhere and some netns in full even when nothing changed.
+    if (trigger == StepTrigger::kResync || plan.dirty_netns.size() >= kTrimAfterRereads) {
+      ReleaseFreedMemory();
+    }
     return;  // same findings, same sources: outputs keep the last result
   }
   last_published_ = started;
