@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <chrono>
 #include <iterator>
+#include <map>
+#include <set>
+#include <thread>
 #include <tuple>
 #include <utility>
 
@@ -45,6 +48,57 @@ std::vector<NetnsInputs> InputsOf(const NodeSnapshot& snapshot) {
     }
   }
   return inputs;
+}
+
+// ztunnel's in-pod ports (TCP 15001/15006/15008/15053, UDP 15053).
+bool IsZtunnelListenerPort(uint16_t port) {
+  return port == 15001 || port == 15006 || port == 15008 || port == 15053;
+}
+
+// Socket inodes of ztunnel-port listeners that had owners (from the fd inventory).
+std::set<uint64_t> OwnedZtunnelListeners(const NodeSnapshot& snapshot) {
+  std::set<uint64_t> inodes;
+  for (const NetnsSnapshot& netns : snapshot.netns) {
+    for (const ListeningSocket& listener : netns.listeners) {
+      if (IsZtunnelListenerPort(listener.port) && !listener.owner_pids.empty()) {
+        inodes.insert(listener.inode);
+      }
+    }
+  }
+  return inodes;
+}
+
+// A netns not re-read this step keeps its listeners from an older read. When a listener owned
+// before has no owner in this poll's fd inventory, its owner closed it (or exited): the socket is
+// gone, but the copy would still show it, marked 0x539. Such netns get their listeners read again
+// now, so a ztunnel that drops an in-pod listener (e.g. its DNS proxy) is seen within one poll.
+void RereadOrphanedListeners(const std::set<uint64_t>& owned_before,
+                             const std::set<uint64_t>& read_now, NodeSnapshot& snapshot,
+                             NetnsInspector& inspector) {
+  for (NetnsSnapshot& netns : snapshot.netns) {
+    if (read_now.contains(netns.netns.inode) || netns.unreadable) continue;
+    const bool orphaned =
+        std::any_of(netns.listeners.begin(), netns.listeners.end(), [&](const auto& listener) {
+          return listener.owner_pids.empty() && owned_before.contains(listener.inode);
+        });
+    if (!orphaned) continue;
+    NetnsSnapshot fresh;
+    std::jthread([&] { fresh = inspector.Inspect(netns.netns); }).join();  // setns off this thread
+    if (fresh.unreadable) continue;  // vanished meanwhile: discovery drops it next step
+    std::map<uint64_t, std::vector<int>> owners;
+    for (const ListeningSocket& listener : netns.listeners) {
+      owners.emplace(listener.inode, listener.owner_pids);
+    }
+    for (ListeningSocket& listener : fresh.listeners) {
+      if (auto it = owners.find(listener.inode); it != owners.end()) {
+        listener.owner_pids = it->second;
+      }
+    }
+    // Only the listeners are taken: the rules stay those the change monitor's baselines describe.
+    netns.listeners = std::move(fresh.listeners);
+    netns.reads.listeners = fresh.reads.listeners;
+    netns.reads.dns_udp = fresh.reads.dns_udp;
+  }
 }
 
 // Node-wide data a partial step may have polled again (everything but times).
@@ -118,10 +172,15 @@ EngineStep Engine::Step(const StepPlan& plan) {
         plan.skip_if_unchanged && plan.dirty_netns.empty() && last_usable_ && history_.size() == 0;
     std::vector<NetnsInputs> inputs_before;
     if (may_skip) inputs_before = InputsOf(*last_snapshot_);
+    std::set<uint64_t> owned_before;
+    if (plan.node_sources) owned_before = OwnedZtunnelListeners(*last_snapshot_);
     ScanReuse reuse{.previous = &*last_snapshot_,
                     .reinspect = plan.dirty_netns,
                     .node_sources = plan.node_sources};
     step.snapshot = ScanNode(scan_, *inspector_, &reuse);
+    if (!owned_before.empty()) {
+      RereadOrphanedListeners(owned_before, plan.dirty_netns, step.snapshot, *inspector_);
+    }
     // With node sources polled, the previous node data is still in last_snapshot_ (only its
     // netns were moved out); without, it was moved over unchanged.
     if (may_skip && (!plan.node_sources || SameNodeSources(step.snapshot, *last_snapshot_)) &&

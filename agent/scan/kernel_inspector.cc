@@ -1,3 +1,6 @@
+#include <netinet/in.h>
+
+#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <optional>
@@ -14,6 +17,8 @@ namespace {
 
 // Istio's in-pod policy routing table (istio-redirect-rules §2.4).
 constexpr uint32_t kIstioRouteTable = 100;
+// ztunnel's in-pod DNS proxy port (zds-and-ztunnel §7.1).
+constexpr uint16_t kDnsProxyPort = 15053;
 
 class KernelInspector : public NetnsInspector {
  public:
@@ -108,11 +113,27 @@ class KernelInspector : public NetnsInspector {
     } else {
       settle(reads.routes, &routing.error());
     }
-    // Listeners (ztunnel's in-pod 15001/15006/15008/15053): one dump per family and protocol.
+    // Listeners (ztunnel's in-pod 15001/15006/15008/15053): one TCP dump for both families.
     ListenerDump listeners = ReadListeningSockets(/*include_udp=*/false);
     snapshot.listeners = std::move(listeners.listeners);
     for (const SourceError& error : listeners.errors) settle(reads.listeners, &error);
     settle(reads.listeners, nullptr);
+    // ztunnel's DNS proxy also listens on UDP 15053. Only where ztunnel has in-pod TCP listeners
+    // (the DNS check judges nothing elsewhere), and port-filtered in the kernel.
+    if (reads.listeners == ReadStatus::kOk && HasZtunnelTcpListener(snapshot.listeners)) {
+      ListenerDump dns = ReadUdpSocketsOnPort(kDnsProxyPort);
+      for (ListeningSocket& socket : dns.listeners) snapshot.listeners.push_back(socket);
+      for (const SourceError& error : dns.errors) settle(reads.dns_udp, &error);
+      settle(reads.dns_udp, nullptr);
+    }
+  }
+
+  static bool HasZtunnelTcpListener(const std::vector<ListeningSocket>& listeners) {
+    return std::any_of(listeners.begin(), listeners.end(), [](const ListeningSocket& listener) {
+      return listener.protocol == IPPROTO_TCP &&
+             (listener.port == 15001 || listener.port == 15006 || listener.port == 15008 ||
+              listener.port == kDnsProxyPort);
+    });
   }
 
   ReadLimits limits_;

@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <linux/inet_diag.h>
 #include <linux/netlink.h>
+#include <linux/rtnetlink.h>
 #include <linux/sock_diag.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -98,6 +99,61 @@ std::vector<uint8_t> TcpListenerDumpRequest() {
   request.idiag_states = 1u << TCP_LISTEN;
   const auto* bytes = reinterpret_cast<const uint8_t*>(&request);
   return std::vector<uint8_t>(bytes, bytes + sizeof(request));
+}
+
+std::vector<uint8_t> UdpPortDumpRequest(int family, uint16_t port) {
+  std::vector<uint8_t> request = ListenerDumpRequest(family, IPPROTO_UDP);
+  inet_diag_req_v2 header{};
+  std::memcpy(&header, request.data(), sizeof(header));
+  header.id.idiag_sport = htons(port);  // udp_dump skips other ports before running the filter
+  std::memcpy(request.data(), &header, sizeof(header));
+  // Bytecode: each op jumps `yes` bytes on a match, `no` bytes otherwise; landing on the end of
+  // the program accepts, landing 4 bytes past it rejects. A port comparison's operand is the
+  // `no` field of the op that follows it.
+  constexpr uint16_t kOp = sizeof(inet_diag_bc_op);
+  constexpr uint16_t kLength = 4 * kOp;
+  const inet_diag_bc_op program[4] = {
+      {INET_DIAG_BC_S_GE, 2 * kOp, kLength + 4},  // at 0: sport >= port, else reject
+      {INET_DIAG_BC_NOP, 0, port},
+      {INET_DIAG_BC_S_LE, 2 * kOp, kLength - 2 * kOp + 4},  // at 8: sport <= port, else reject
+      {INET_DIAG_BC_NOP, 0, port},
+  };
+  rtattr attribute{};
+  attribute.rta_type = INET_DIAG_REQ_BYTECODE;
+  attribute.rta_len = static_cast<unsigned short>(RTA_LENGTH(sizeof(program)));
+  const size_t offset = request.size();
+  request.resize(offset + RTA_SPACE(sizeof(program)));
+  std::memcpy(request.data() + offset, &attribute, sizeof(attribute));
+  std::memcpy(request.data() + offset + RTA_LENGTH(0), program, sizeof(program));
+  return request;
+}
+
+ListenerDump ReadUdpSocketsOnPort(uint16_t port) {
+  ListenerDump dump;
+  auto socket = OpenSockDiagSocket();
+  if (!socket.ok()) {
+    dump.errors.push_back(socket.error());
+    return dump;
+  }
+  for (int family : {AF_INET, AF_INET6}) {
+    const std::string what = DumpName(family, IPPROTO_UDP) + " port " + std::to_string(port);
+    auto raw = DumpSockDiag(*socket, UdpPortDumpRequest(family, port), what);
+    if (!raw.ok()) {
+      dump.errors.push_back(raw.error());
+      continue;
+    }
+    auto decoded = DecodeInetDiagMessages(*raw, IPPROTO_UDP);
+    if (!decoded.ok()) {
+      SourceError error = decoded.error();
+      error.message = what + ": " + error.message;
+      dump.errors.push_back(std::move(error));
+      continue;
+    }
+    for (ListeningSocket& listener : *decoded) {
+      if (listener.port == port) dump.listeners.push_back(std::move(listener));
+    }
+  }
+  return dump;
 }
 
 Result<std::vector<uint8_t>> DumpInetDiagRaw(int family, uint8_t protocol) {

@@ -44,4 +44,14 @@ struct ListenerDump {
 // out.
 ListenerDump ReadListeningSockets(bool include_udp = true);
 
+// The request for bound, unconnected UDP sockets of `family` on local port `port` only: an
+// inet_diag_req_v2 with idiag_sport set and an INET_DIAG_REQ_BYTECODE filter (sport >= port &&
+// sport <= port), so the kernel returns just those sockets instead of every UDP socket of the
+// netns (the kernel still steps over its UDP hash slots, but formats and copies nothing else).
+std::vector<uint8_t> UdpPortDumpRequest(int family, uint16_t port);
+
+// UDP sockets bound to `port` (both families) in the calling thread's netns: ztunnel's DNS proxy
+// (15053) where the node scan needs it. Never fails as a whole; errors name the failed family.
+ListenerDump ReadUdpSocketsOnPort(uint16_t port);
+
 }  // namespace ad
