@@ -72,9 +72,7 @@ struct Report {
 Report RunReport(const lab::LabNode& node) {
   Report report;
   auto out = lab::RunCommand(
-      {{kDoctor, "report", "--local", "--lab-prefix", node.prefix, "-o", "json", "--no-cri"},
-       "",
-       ""});
+      {{kDoctor, "report", "--local", "--lab-prefix", node.prefix, "-o", "json"}, "", ""});
   if (!out.ok()) return report;
   report.exit_code = out->exit_code;
   report.raw = out->out + out->err;
