@@ -323,6 +323,24 @@ TEST_F(InpodReportTest, UdpPortDumpReturnsOnlyThatPort) {
   });
 }
 
+TEST_F(InpodReportTest, UdpLookupFindsTheSocketThatReceives) {
+  // A wildcard socket receives what is sent to 127.0.0.1; nothing is bound for ::1 (ENOENT is "no
+  // socket", not an error).
+  ScratchNetns netns(UniquePrefix("wild"));
+  ASSERT_TRUE(netns.ok());
+  ASSERT_TRUE(netns.Run({"ip", "link", "set", "lo", "up"}));
+  InNetns(netns.path(), [] {
+    UniqueFd wildcard = BoundUdp(AF_INET, "0.0.0.0", 15053);
+    UniqueFd other = BoundUdp(AF_INET6, "::1", 15054);
+    ASSERT_TRUE(wildcard.valid() && other.valid());
+    const ListenerDump dump = ReadUdpSocketsOnPort(15053);
+    EXPECT_TRUE(dump.errors.empty()) << dump.errors.front().message;
+    ASSERT_EQ(dump.listeners.size(), 1u);
+    EXPECT_EQ(dump.listeners[0].address, "0.0.0.0");
+    EXPECT_EQ(dump.listeners[0].family, Family::kIpv4);
+  });
+}
+
 TEST(InpodDumpDecodeTest, FailedUdpDumpIsAnError) {
   // What the kernel answers a refused dump with (EPERM): NLMSG_ERROR, decoded into an error.
   std::vector<uint8_t> reply(NLMSG_LENGTH(sizeof(nlmsgerr)));
