@@ -1,6 +1,7 @@
 // Internal to analysis: finding construction shared by the check files.
 #pragma once
 
+#include <functional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -41,5 +42,18 @@ void AnnotatePods(const NodeSnapshot& snapshot, std::vector<NetnsClassification>
 void CheckZds(const NodeSnapshot& snapshot, const std::vector<NetnsIstioState>& states,
               const AnalysisOptions& options, History& history,
               std::vector<NetnsClassification>& netns, std::vector<Finding>& findings);
+
+// What the ZDS checks know about one netns that the in-pod prerequisite checks need.
+struct InpodContext {
+  const NetnsSnapshot* netns = nullptr;
+  const NetnsClassification* classification = nullptr;
+  std::string pod_label;
+  bool handoff_pending = false;     // ZDS hand-off pending or stalled (ZDS_PENDING / ZDS_STALL)
+  std::set<uint16_t> served_ports;  // of 15001/15006/15008: ztunnel's or unattributable listeners
+  std::function<bool(const ListeningSocket&)> is_ztunnel_socket;  // owned by ztunnel, or unknown
+  std::vector<std::string> symptoms;  // the hand-off / listener state, as evidence lines
+};
+// DNS_CAPTURE_BROKEN and INPOD_PROXY_BLOCKED for one ambient netns (inpod_checks.cc).
+std::vector<Finding> CheckInpodPrerequisites(const InpodContext& context);
 
 }  // namespace ad::analysis

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <ctime>
+#include <iterator>
 #include <map>
 #include <set>
 #include <string>
@@ -383,13 +384,57 @@ class ZdsChecker {
     const bool redirected = !classification.ambient_backends.empty();
     const bool served =
         !facts.ztunnel_holders.empty() || !facts.listener_ports.empty() || facts.StateIs("Up");
+    const size_t first_finding = findings_.size();
     CheckHandOff(facts, classification, served);
     if (redirected) {
       CheckListeners(facts, classification);
+      CheckInpod(facts, classification, first_finding);
     } else {
       CheckRedirect(facts, classification);
     }
     CheckOverlap(facts);
+  }
+
+  // DNS_CAPTURE_BROKEN and INPOD_PROXY_BLOCKED. INPOD_PROXY_BLOCKED is the cause of this netns's
+  // ZDS_PENDING / ZDS_STALL / ZTUNNEL_LISTENERS_MISSING: those stay (their ageing, alerts and
+  // redirect state are unchanged) and name it in their evidence and hint.
+  void CheckInpod(const NetnsFacts& facts, const NetnsClassification& classification,
+                  size_t first_finding) {
+    InpodContext context;
+    context.netns = facts.netns;
+    context.classification = &classification;
+    context.pod_label = facts.pod_label;
+    context.handoff_pending = classification.zds_state == ZdsState::kPending ||
+                              classification.zds_state == ZdsState::kStalled;
+    for (uint16_t port : kZtunnelPorts) {
+      if (facts.listener_ports.contains(port) || facts.unattributed_ports.contains(port)) {
+        context.served_ports.insert(port);
+      }
+    }
+    context.is_ztunnel_socket = [this](const ListeningSocket& socket) {
+      return OwnerOf(socket, view_) != ListenerOwner::kOther;
+    };
+    context.symptoms.push_back(
+        "ztunnel listeners in the netns: " + ListenerPortsText(facts.listener_ports) +
+        "; ZDS hand-off " + std::string(ZdsStateName(classification.zds_state)));
+    context.symptoms.push_back(WorkloadStateText(facts));
+    std::vector<Finding> found = CheckInpodPrerequisites(context);
+    for (const Finding& cause : found) {
+      if (cause.code != FindingCode::kInpodProxyBlocked) continue;
+      for (size_t i = first_finding; i < findings_.size(); ++i) {
+        Finding& symptom = findings_[i];
+        if (symptom.code != FindingCode::kZdsPending && symptom.code != FindingCode::kZdsStall &&
+            symptom.code != FindingCode::kZtunnelListenersMissing) {
+          continue;
+        }
+        symptom.evidence.push_back("cause: INPOD_PROXY_BLOCKED (" + cause.subject +
+                                   "): ztunnel cannot bind its in-pod listeners in this netns");
+        symptom.hint = "Fix the cause reported as INPOD_PROXY_BLOCKED for this netns (" +
+                       cause.subject + "); ztunnel retries every 5 s and then starts the proxy.";
+      }
+    }
+    findings_.insert(findings_.end(), std::make_move_iterator(found.begin()),
+                     std::make_move_iterator(found.end()));
   }
 
   void CheckHandOff(const NetnsFacts& facts, NetnsClassification& classification, bool served) {

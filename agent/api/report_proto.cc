@@ -370,6 +370,11 @@ pb::NetnsRules BuildNetnsRules(const NetnsSnapshot& ns, const NetnsClassificatio
     address->set_global(a.global_scope);
   }
   out.set_ipv6_disabled(ns.routing.ipv6_disabled);
+  pb::LoopbackLink* loopback = out.mutable_loopback();
+  loopback->set_known(ns.routing.loopback.known);
+  loopback->set_found(ns.routing.loopback.found);
+  loopback->set_up(ns.routing.loopback.up);
+  loopback->set_flags(ns.routing.loopback.flags);
   for (const PolicyRule& r : ns.routing.rules) {
     pb::PolicyRule* p = out.add_policy_rules();
     p->set_family(std::string(FamilyName(r.family)));
@@ -395,6 +400,8 @@ pb::NetnsRules BuildNetnsRules(const NetnsSnapshot& ns, const NetnsClassificatio
     listener->set_mark_known(l.mark_known);
     listener->set_inode(Inode(l.inode));
     listener->mutable_owner_pids()->Add(l.owner_pids.begin(), l.owner_pids.end());
+    listener->set_protocol(l.protocol == 17 ? "udp" : "tcp");
+    listener->set_address(l.address);
   }
   for (const std::string& name : ns.netfilter.legacy_tables_v4) out.add_legacy_tables_v4(name);
   for (const std::string& name : ns.netfilter.legacy_tables_v6) out.add_legacy_tables_v6(name);

@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <chrono>
 #include <iterator>
+#include <map>
+#include <set>
+#include <thread>
 #include <tuple>
 #include <utility>
 
@@ -102,6 +105,52 @@ std::vector<NetnsInputs> InputsOf(const NodeSnapshot& snapshot) {
   return inputs;
 }
 
+// ztunnel's in-pod ports (TCP 15001/15006/15008/15053, UDP 15053).
+bool IsZtunnelListenerPort(uint16_t port) {
+  return port == 15001 || port == 15006 || port == 15008 || port == 15053;
+}
+
+// Socket inodes of ztunnel-port listeners that had owners (from the fd inventory).
+std::set<uint64_t> OwnedZtunnelListeners(const NodeSnapshot& snapshot) {
+  std::set<uint64_t> inodes;
+  for (const NetnsSnapshot& netns : snapshot.netns) {
+    for (const ListeningSocket& listener : netns.listeners) {
+      if (IsZtunnelListenerPort(listener.port) && !listener.owner_pids.empty()) {
+        inodes.insert(listener.inode);
+      }
+    }
+  }
+  return inodes;
+}
+
+// A netns not re-read this step keeps its listeners from an older read. When a listener owned
+// before has no owner in this poll's fd inventory, its owner closed it (or exited): the socket is
+// gone, but the copy would still show it, marked 0x539. Such netns get their listeners read again
+// now, so a ztunnel that drops an in-pod listener (e.g. its DNS proxy) is seen within one poll.
+void RereadOrphanedListeners(const std::set<uint64_t>& owned_before,
+                             const std::set<uint64_t>& read_now, NodeSnapshot& snapshot,
+                             NetnsInspector& inspector) {
+  for (NetnsSnapshot& netns : snapshot.netns) {
+    if (read_now.contains(netns.netns.inode) || netns.unreadable) continue;
+    const bool orphaned =
+        std::any_of(netns.listeners.begin(), netns.listeners.end(), [&](const auto& listener) {
+          return listener.owner_pids.empty() && owned_before.contains(listener.inode);
+        });
+    if (!orphaned) continue;
+    std::map<uint64_t, std::vector<int>> owners;
+    for (const ListeningSocket& listener : netns.listeners) {
+      owners.emplace(listener.inode, listener.owner_pids);
+    }
+    // Only the listeners are read: the rules stay those the change monitor's baselines describe.
+    std::jthread([&] { inspector.RefreshListeners(netns); }).join();  // setns off this thread
+    for (ListeningSocket& listener : netns.listeners) {
+      if (auto it = owners.find(listener.inode); it != owners.end()) {
+        listener.owner_pids = it->second;
+      }
+    }
+  }
+}
+
 // Node-wide data a partial step may have polled again (everything but times).
 bool SameNodeSources(const NodeSnapshot& a, const NodeSnapshot& b) {
   return a.errors == b.errors && a.zds_collected == b.zds_collected && a.zds == b.zds &&
@@ -176,11 +225,16 @@ EngineStep Engine::Step(const StepPlan& plan) {
       inputs_before = InputsOf(*last_snapshot_);
       if (plan.relisten_all) relistened_before = ListenersOf(*last_snapshot_, plan.dirty_netns);
     }
+    std::set<uint64_t> owned_before;
+    if (plan.node_sources) owned_before = OwnedZtunnelListeners(*last_snapshot_);
     ScanReuse reuse{.previous = &*last_snapshot_,
                     .reinspect = plan.dirty_netns,
                     .relisten_all = plan.relisten_all,
                     .node_sources = plan.node_sources};
     step.snapshot = ScanNode(scan_, *inspector_, &reuse);
+    if (!owned_before.empty()) {
+      RereadOrphanedListeners(owned_before, plan.dirty_netns, step.snapshot, *inspector_);
+    }
     // With node sources polled, the previous node data is still in last_snapshot_ (only its
     // netns were moved out; those read again stay); without, it was moved over unchanged.
     if (may_skip && (!plan.node_sources || SameNodeSources(step.snapshot, *last_snapshot_)) &&

@@ -171,6 +171,23 @@ const std::vector<FindingCodeInfo>& AllFindingCodes() {
        "the evidence).",
        "Give the agent CAP_BPF and CAP_PERFMON (or CAP_SYS_ADMIN) and run it on a kernel with BTF "
        "(/sys/kernel/btf/vmlinux); lockdown=confidentiality forbids tracing altogether."},
+      // issue 10, in-pod prerequisites:
+      {kDnsCaptureBroken, "DNS_CAPTURE_BROKEN", Severity::kCritical,
+       "The netns captures DNS (nat port 53 -> REDIRECT 15053) but ztunnel's DNS proxy has no UDP "
+       "and TCP listener on 15053 there while its other in-pod listeners are up, or the DNS "
+       "capture rules are half present (udp without tcp, IPv4 without IPv6).",
+       "A ztunnel that lost or never opened its in-pod DNS listener, or a partial rule cleanup. "
+       "Restart the ztunnel pod on this node (it re-creates every in-pod listener); for missing "
+       "rules restart the pod so istio-cni re-applies them, or turn DNS capture off for it "
+       "(annotation ambient.istio.io/dns-capture: \"false\") if it must not be captured."},
+      {kInpodProxyBlocked, "INPOD_PROXY_BLOCKED", Severity::kCritical,
+       "The pod's in-pod proxy is pending or absent and its netns lacks what ztunnel binds: lo is "
+       "down, or lo has no ::1 while IPv6 is enabled there, so [::1]:15053 fails with "
+       "EADDRNOTAVAIL (istio#52858, ztunnel#1272, ztunnel#1611). It is the cause of the netns's "
+       "ZDS_PENDING / ZDS_STALL / ZTUNNEL_LISTENERS_MISSING.",
+       "Bring lo up, or re-add ::1 to it (`ip -6 addr add ::1/128 dev lo` in the pod netns), or "
+       "disable IPv6 in the pod netns consistently; find what removed it (an init container, a "
+       "CNI plugin). ztunnel retries every 5 s and starts the proxy by itself."},
   };
   return codes;
 }

@@ -37,6 +37,9 @@ enum class FindingCode : uint8_t {
   kHboneConnectFailures,
   kMeshBypass,
   kTracingUnavailable,
+  // issue 10, in-pod prerequisites (DNS capture, what ztunnel binds):
+  kDnsCaptureBroken,
+  kInpodProxyBlocked,
 };
 
 struct FindingCodeInfo {

@@ -57,11 +57,23 @@ struct InterfaceAddress {
   bool operator==(const InterfaceAddress&) const = default;
 };
 
+// The netns's loopback link (rtnetlink RTM_GETLINK for "lo"): ztunnel binds its in-pod DNS proxy
+// on lo's 127.0.0.1 and ::1, so a lo that is down or lacks ::1 keeps the proxy from starting.
+struct LoopbackLink {
+  bool known = false;  // the RTM_GETLINK for lo was answered (either way)
+  bool found = false;  // a link named lo exists
+  bool up = false;     // IFF_UP in ifi_flags
+  uint32_t flags = 0;  // ifi_flags as the kernel reported them
+
+  bool operator==(const LoopbackLink&) const = default;
+};
+
 struct RoutingState {
   std::vector<PolicyRule> rules;
   std::vector<RouteEntry> routes;  // only the table(s) the reader was asked for (Istio: 100)
   std::vector<InterfaceAddress> addresses;
   bool ipv6_disabled = false;  // /proc/sys/net/ipv6/conf/lo/disable_ipv6 == 1 (or no IPv6)
+  LoopbackLink loopback;
 
   bool operator==(const RoutingState&) const = default;
 };
@@ -86,6 +98,9 @@ struct NetnsReads {
   ReadStatus routes = ReadStatus::kNotRead;
   ReadStatus listeners = ReadStatus::kNotRead;
   ReadStatus ipsets = ReadStatus::kNotRead;  // kNotRead outside the host in a node scan
+  // UDP sockets on ztunnel's DNS port 15053 (a port-filtered sock_diag dump). Read only in netns
+  // where a ztunnel-port TCP listener was found: kNotRead elsewhere.
+  ReadStatus dns_udp = ReadStatus::kNotRead;
 
   // Every netfilter backend was read: the rule picture is complete.
   bool NetfilterComplete() const {
@@ -102,9 +117,10 @@ struct NetnsSnapshot {
   NetnsReads reads;
   NetfilterState netfilter;
   RoutingState routing;
-  std::vector<ListeningSocket> listeners;  // TCP LISTEN sockets (sock_diag; UDP not scanned)
-  std::vector<SourceError> errors;         // partial failures; a vanished netns shows up here
-  bool unreadable = false;                 // nothing could be read at all
+  // TCP LISTEN sockets (sock_diag), plus the UDP sockets bound to 15053 when reads.dns_udp ran.
+  std::vector<ListeningSocket> listeners;
+  std::vector<SourceError> errors;  // partial failures; a vanished netns shows up here
+  bool unreadable = false;          // nothing could be read at all
   double scan_ms = 0;
 };
 

@@ -22,6 +22,11 @@ std::string_view AlertForFinding(FindingCode code) {
       return "AmbientMeshBypass";
     case kHboneConnectFailures:
       return "AmbientHboneConnectFailures";
+    // issue 10, in-pod prerequisites:
+    case kDnsCaptureBroken:
+      return "AmbientDnsCaptureBroken";
+    case kInpodProxyBlocked:
+      return "AmbientInpodProxyBlocked";
     default:
       return "";
   }

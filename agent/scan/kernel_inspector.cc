@@ -1,3 +1,6 @@
+#include <netinet/in.h>
+
+#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <optional>
@@ -14,6 +17,8 @@ namespace {
 
 // Istio's in-pod policy routing table (istio-redirect-rules §2.4).
 constexpr uint32_t kIstioRouteTable = 100;
+// ztunnel's in-pod DNS proxy port (zds-and-ztunnel §7.1).
+constexpr uint16_t kDnsProxyPort = 15053;
 
 class KernelInspector : public NetnsInspector {
  public:
@@ -116,6 +121,7 @@ class KernelInspector : public NetnsInspector {
                   [](const SourceError& error) { return error.kind == kListenerErrorKind; });
     snapshot.listeners.clear();
     snapshot.reads.listeners = ReadStatus::kNotRead;
+    snapshot.reads.dns_udp = ReadStatus::kNotRead;
     auto guard = NetnsGuard::Enter(snapshot.netns.PrimaryPath());
     if (!guard.ok()) {  // gone since its last read: the next discovery drops it
       snapshot.reads.listeners = ReadStatus::kFailed;
@@ -127,13 +133,29 @@ class KernelInspector : public NetnsInspector {
     ReadListenersInto(snapshot);
   }
 
-  // Inside the netns. Listeners (ztunnel's in-pod 15001/15006/15008/15053): one dump per family
-  // and protocol.
+  // Inside the netns. Listeners (ztunnel's in-pod 15001/15006/15008/15053): one TCP dump for both
+  // families; ztunnel's DNS proxy also listens on UDP 15053, read only where ztunnel has in-pod
+  // TCP listeners (the DNS check judges nothing elsewhere), by exact lookups.
   static void ReadListenersInto(NetnsSnapshot& snapshot) {
+    NetnsReads& reads = snapshot.reads;
     ListenerDump listeners = ReadListeningSockets(/*include_udp=*/false);
     snapshot.listeners = std::move(listeners.listeners);
-    snapshot.reads.listeners = listeners.errors.empty() ? ReadStatus::kOk : ReadStatus::kFailed;
+    reads.listeners = listeners.errors.empty() ? ReadStatus::kOk : ReadStatus::kFailed;
     snapshot.errors.insert(snapshot.errors.end(), listeners.errors.begin(), listeners.errors.end());
+    if (reads.listeners == ReadStatus::kOk && HasZtunnelTcpListener(snapshot.listeners)) {
+      ListenerDump dns = ReadUdpSocketsOnPort(kDnsProxyPort);
+      for (ListeningSocket& socket : dns.listeners) snapshot.listeners.push_back(socket);
+      reads.dns_udp = dns.errors.empty() ? ReadStatus::kOk : ReadStatus::kFailed;
+      snapshot.errors.insert(snapshot.errors.end(), dns.errors.begin(), dns.errors.end());
+    }
+  }
+
+  static bool HasZtunnelTcpListener(const std::vector<ListeningSocket>& listeners) {
+    return std::any_of(listeners.begin(), listeners.end(), [](const ListeningSocket& listener) {
+      return listener.protocol == IPPROTO_TCP &&
+             (listener.port == 15001 || listener.port == 15006 || listener.port == 15008 ||
+              listener.port == kDnsProxyPort);
+    });
   }
 
   ReadLimits limits_;

@@ -180,7 +180,7 @@ TEST_P(CniEnrollLabTest, PodAddedLaterIsEnrolledInOrderAndUnenrolledInReverse) {
   const std::string ip_rules = Read(pod.netns_path, {"ip", "rule"});
   EXPECT_NE(ip_rules.find("fwmark 0x111/0xfff lookup 100"), std::string::npos) << ip_rules;
   // (2) the Add: ztunnel-sim serves the pod.
-  EXPECT_TRUE(WaitFor([&] { return ZtunnelListeners(pod, ztunnel) == 5; }))
+  EXPECT_TRUE(WaitFor([&] { return ZtunnelListeners(pod, ztunnel) == 7; }))  // DNS on ::1 too
       << Read(pod.netns_path, {"ss", "-H", "-ltnup"});
   // (3) the host probe set.
   EXPECT_NE(ProbeSet(node).find(pod.ipv4), std::string::npos) << ProbeSet(node);
@@ -211,7 +211,7 @@ TEST_P(CniEnrollLabTest, PodAddedLaterIsEnrolledInOrderAndUnenrolledInReverse) {
   EXPECT_EQ(lab::ReadStatsFile(node.zds.stats_file)["unenrollments"], 1u);
   EXPECT_EQ(lab::ReadStatsFile(node.zds.stats_file)["unenroll_errors"], 0u);
   // The older pods are untouched.
-  EXPECT_EQ(ZtunnelListeners(node.pods[0], ztunnel), 5);
+  EXPECT_EQ(ZtunnelListeners(node.pods[0], ztunnel), 7);
   EXPECT_NE(ProbeSet(node).find(node.pods[0].ipv4), std::string::npos);
 
   // And the default removal takes the netns away.

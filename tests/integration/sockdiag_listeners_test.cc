@@ -111,8 +111,10 @@ TEST(SockDiagListeners, ZtunnelInPodListenersWithMarkAndOwner) {
   for (const SourceError& error : pod_snapshot.errors) {
     if (error.source() == "sockdiag") ADD_FAILURE() << error.message;
   }
-  // The node scan reads TCP only (UDP dumps walk the global UDP hash); the reader can do both.
-  EXPECT_EQ(pod_snapshot.listeners.size(), 5u);
+  // The node scan reads TCP, plus the UDP sockets on ztunnel's DNS port 15053 (a port-filtered
+  // dump, only where ztunnel-port TCP listeners are): 5 TCP + 2 UDP. The reader can do all UDP.
+  EXPECT_EQ(pod_snapshot.listeners.size(), 7u);
+  EXPECT_EQ(pod_snapshot.reads.dns_udp, ReadStatus::kOk);
   ListenerDump with_udp;
   {
     auto guard = NetnsGuard::Enter(netns);

@@ -407,8 +407,9 @@ TEST_F(ZtunnelSimTest, AddOpensListenersInThePodNetnsDelAndSnapshotDrainThem) {
     add.mutable_add()->mutable_workload_info()->set_name(uid);
     EXPECT_EQ(Request(conn.get(), add, netns_fd.get()).error(), "");
   }
-  EXPECT_EQ(CountListeners(pod_a.path()), 5);  // 15001, 15006, 15008, 15053 tcp + udp
-  EXPECT_EQ(CountListeners(pod_b.path()), 5);
+  // 15001, 15006, 15008, 15053 tcp + udp on 127.0.0.1 and on ::1 (IPv6 is enabled in the netns)
+  EXPECT_EQ(CountListeners(pod_a.path()), 7);
+  EXPECT_EQ(CountListeners(pod_b.path()), 7);
   EXPECT_EQ(ztunnel->status().proxies_started, 2u);
 
   pb::WorkloadRequest del;
@@ -420,7 +421,7 @@ TEST_F(ZtunnelSimTest, AddOpensListenersInThePodNetnsDelAndSnapshotDrainThem) {
   conn.Reset();
   UniqueFd again = Accept();
   ASSERT_TRUE(zds::ReceiveRecord(again.get(), 5000, 1).ok());
-  EXPECT_EQ(CountListeners(pod_b.path()), 5) << "proxies must survive a reconnect";
+  EXPECT_EQ(CountListeners(pod_b.path()), 7) << "proxies must survive a reconnect";
   pb::WorkloadRequest snapshot;
   snapshot.mutable_snapshot_sent();
   EXPECT_EQ(Request(again.get(), snapshot).error(), "");
@@ -510,7 +511,7 @@ TEST_P(LabZdsBackendTest, EveryMeshedPodIsHandedOffAndDownRemovesEverything) {
     const JsonValue dump = ConfigDump(node);
     for (const lab::LabPod& pod : node.pods) {
       SCOPED_TRACE(pod.netns_name);
-      EXPECT_EQ(MarkedZtunnelListeners(pod, zds.ztunnel_sim_pid), pod.meshed ? 5 : 0);
+      EXPECT_EQ(MarkedZtunnelListeners(pod, zds.ztunnel_sim_pid), pod.meshed ? 7 : 0);
       EXPECT_EQ(WorkloadState(dump, pod.pod_uid), pod.meshed ? "Up" : "");
     }
     const JsonValue* workloads = dump.Get("workloads");
@@ -564,7 +565,7 @@ TEST_F(LabZdsTest, ZtunnelNackKeepsThePodPendingAndZtunnelNotReady) {
   const JsonValue dump = ConfigDump(node);
   EXPECT_EQ(WorkloadState(dump, node.pods[0].pod_uid), "Up");
   EXPECT_EQ(WorkloadState(dump, node.pods[1].pod_uid), "Pending");
-  EXPECT_EQ(MarkedZtunnelListeners(node.pods[0], node.zds.ztunnel_sim_pid), 5);
+  EXPECT_EQ(MarkedZtunnelListeners(node.pods[0], node.zds.ztunnel_sim_pid), 7);  // DNS on ::1 too
   EXPECT_EQ(MarkedZtunnelListeners(node.pods[1], node.zds.ztunnel_sim_pid), 0);
   Result<lab::HttpReply> ready =
       lab::HttpGetInNetns(node.zds.ztunnel_netns_path, "127.0.0.1", 15021, "/healthz/ready");
@@ -635,11 +636,11 @@ TEST_F(LabZdsTest, PodFaultsLandOnTheirPodOnly) {
   EXPECT_EQ(lab::ReadStatsFile(node.zds.stats_file)["dels_dropped"], 1u);
   // 3: listeners, no Istio rules.
   EXPECT_EQ(WorkloadState(dump, node.pods[3].pod_uid), "Up");
-  EXPECT_EQ(MarkedZtunnelListeners(node.pods[3], ztunnel), 5);
+  EXPECT_EQ(MarkedZtunnelListeners(node.pods[3], ztunnel), 7);
   EXPECT_EQ(Read(node.pods[3].netns_path, {"iptables-nft-save"}).find("ISTIO"), std::string::npos);
   // 4: the control.
   EXPECT_EQ(WorkloadState(dump, node.pods[4].pod_uid), "Up");
-  EXPECT_EQ(MarkedZtunnelListeners(node.pods[4], ztunnel), 5);
+  EXPECT_EQ(MarkedZtunnelListeners(node.pods[4], ztunnel), 7);
   EXPECT_NE(Read(node.pods[4].netns_path, {"iptables-nft-save"}).find("ISTIO_OUTPUT"),
             std::string::npos);
 }

@@ -227,7 +227,25 @@ class RtnlReader {
         state.addresses.begin(), state.addresses.end(),
         [](const InterfaceAddress& a) { return a.family == Family::kIpv6 && a.ifname == "lo"; });
     state.ipv6_disabled = !lo_has_ipv6 && Ipv6DisabledOnLoopback();
+    state.loopback = ReadLoopbackLink();
     return state;
+  }
+
+  // lo's link flags. SIOCGIFFLAGS answers dev_get_flags(), the value RTM_GETLINK reports as
+  // ifi_flags, without the kernel formatting lo's stats and IPv6 devconf for a link message.
+  LoopbackLink ReadLoopbackLink() const {
+    LoopbackLink link;
+    ifreq request{};
+    std::memcpy(request.ifr_name, "lo", 3);
+    if (::ioctl(mnl_socket_get_fd(socket_.get()), SIOCGIFFLAGS, &request) == 0) {
+      link.known = true;
+      link.found = true;
+      link.flags = static_cast<uint16_t>(request.ifr_flags);
+      link.up = (link.flags & IFF_UP) != 0;
+    } else if (errno == ENODEV) {
+      link.known = true;  // the netns has no lo (a kernel never lets lo go; a fake or odd netns)
+    }
+    return link;
   }
 
  private:

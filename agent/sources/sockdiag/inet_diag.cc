@@ -3,12 +3,15 @@
 #include <arpa/inet.h>
 #include <linux/inet_diag.h>
 #include <linux/netlink.h>
+#include <linux/rtnetlink.h>
 #include <linux/sock_diag.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstddef>
 #include <cstring>
 #include <string>
 #include <tuple>
@@ -98,6 +101,129 @@ std::vector<uint8_t> TcpListenerDumpRequest() {
   request.idiag_states = 1u << TCP_LISTEN;
   const auto* bytes = reinterpret_cast<const uint8_t*>(&request);
   return std::vector<uint8_t>(bytes, bytes + sizeof(request));
+}
+
+std::vector<uint8_t> UdpPortDumpRequest(int family, uint16_t port) {
+  std::vector<uint8_t> request = ListenerDumpRequest(family, IPPROTO_UDP);
+  inet_diag_req_v2 header{};
+  std::memcpy(&header, request.data(), sizeof(header));
+  header.id.idiag_sport = htons(port);  // udp_dump skips other ports before running the filter
+  std::memcpy(request.data(), &header, sizeof(header));
+  // Bytecode: each op jumps `yes` bytes on a match, `no` bytes otherwise; landing on the end of
+  // the program accepts, landing 4 bytes past it rejects. A port comparison's operand is the
+  // `no` field of the op that follows it.
+  constexpr uint16_t kOp = sizeof(inet_diag_bc_op);
+  constexpr uint16_t kLength = 4 * kOp;
+  const inet_diag_bc_op program[4] = {
+      {INET_DIAG_BC_S_GE, 2 * kOp, kLength + 4},  // at 0: sport >= port, else reject
+      {INET_DIAG_BC_NOP, 0, port},
+      {INET_DIAG_BC_S_LE, 2 * kOp, kLength - 2 * kOp + 4},  // at 8: sport <= port, else reject
+      {INET_DIAG_BC_NOP, 0, port},
+  };
+  rtattr attribute{};
+  attribute.rta_type = INET_DIAG_REQ_BYTECODE;
+  attribute.rta_len = static_cast<unsigned short>(RTA_LENGTH(sizeof(program)));
+  const size_t offset = request.size();
+  request.resize(offset + RTA_SPACE(sizeof(program)));
+  std::memcpy(request.data() + offset, &attribute, sizeof(attribute));
+  std::memcpy(request.data() + offset + RTA_LENGTH(0), program, sizeof(program));
+  return request;
+}
+
+std::vector<uint8_t> UdpLoopbackLookupRequest(int family, uint16_t port) {
+  inet_diag_req_v2 request{};
+  request.sdiag_family = static_cast<uint8_t>(family);
+  request.sdiag_protocol = IPPROTO_UDP;
+  request.idiag_states = ~0u;
+  // udp_dump_one looks up (src, sport) -> (dst, dport) like an arriving datagram: the local end
+  // is idiag_dst:idiag_dport. Source = destination = loopback, as for a redirected query.
+  request.id.idiag_dport = htons(port);
+  if (family == AF_INET6) {
+    const in6_addr loopback = IN6ADDR_LOOPBACK_INIT;
+    std::memcpy(request.id.idiag_dst, &loopback, sizeof(loopback));
+    std::memcpy(request.id.idiag_src, &loopback, sizeof(loopback));
+  } else {
+    request.id.idiag_dst[0] = htonl(INADDR_LOOPBACK);
+    request.id.idiag_src[0] = htonl(INADDR_LOOPBACK);
+  }
+  request.id.idiag_cookie[0] = INET_DIAG_NOCOOKIE;
+  request.id.idiag_cookie[1] = INET_DIAG_NOCOOKIE;
+  const auto* bytes = reinterpret_cast<const uint8_t*>(&request);
+  return std::vector<uint8_t>(bytes, bytes + sizeof(request));
+}
+
+namespace {
+
+// The reply of one exact-socket request: its socket message, then the ACK, or an NLMSG_ERROR.
+// ENOENT (nothing bound there) and EAFNOSUPPORT (no IPv6) are "no socket".
+Result<std::vector<ListeningSocket>> DecodeLookupReply(std::span<const uint8_t> reply,
+                                                       const std::string& what) {
+  std::vector<uint8_t> messages;
+  size_t offset = 0;
+  while (offset + sizeof(nlmsghdr) <= reply.size()) {
+    nlmsghdr header{};
+    std::memcpy(&header, reply.data() + offset, sizeof(header));
+    if (header.nlmsg_len < sizeof(nlmsghdr) || header.nlmsg_len > reply.size() - offset) {
+      return DecodeError(what, "message length " + std::to_string(header.nlmsg_len));
+    }
+    if (header.nlmsg_type == NLMSG_ERROR) {
+      int32_t error = 0;
+      if (header.nlmsg_len < NLMSG_HDRLEN + sizeof(error)) {
+        return DecodeError(what, "truncated NLMSG_ERROR");
+      }
+      std::memcpy(&error, reply.data() + offset + NLMSG_HDRLEN, sizeof(error));
+      const int err = error < 0 ? -error : error;
+      if (err == ENOENT || err == EAFNOSUPPORT) return std::vector<ListeningSocket>{};
+      if (err != 0) {
+        return SourceError{kSockDiagSource, what + ": kernel answered " + std::strerror(err), err};
+      }
+      break;  // the ACK after the socket
+    }
+    if (header.nlmsg_type == SOCK_DIAG_BY_FAMILY) {
+      messages.insert(messages.end(), reply.begin() + static_cast<std::ptrdiff_t>(offset),
+                      reply.begin() + static_cast<std::ptrdiff_t>(offset + header.nlmsg_len));
+      messages.resize((messages.size() + 3) & ~size_t{3});
+    }
+    offset += NLMSG_ALIGN(header.nlmsg_len);
+  }
+  // Decoded by the dump decoder: the messages, then the NLMSG_DONE a dump would end with.
+  nlmsghdr done{};
+  done.nlmsg_len = NLMSG_LENGTH(sizeof(int));
+  done.nlmsg_type = NLMSG_DONE;
+  const size_t at = messages.size();
+  messages.resize(at + done.nlmsg_len);
+  std::memcpy(messages.data() + at, &done, sizeof(done));
+  return DecodeInetDiagMessages(messages, IPPROTO_UDP);
+}
+
+}  // namespace
+
+ListenerDump ReadUdpSocketsOnPort(uint16_t port) {
+  ListenerDump dump;
+  auto socket = OpenSockDiagSocket();
+  if (!socket.ok()) {
+    dump.errors.push_back(socket.error());
+    return dump;
+  }
+  for (int family : {AF_INET, AF_INET6}) {
+    const std::string what =
+        DumpName(family, IPPROTO_UDP) + " lookup of port " + std::to_string(port);
+    auto raw = DumpSockDiag(*socket, UdpLoopbackLookupRequest(family, port), what,
+                            kMaxSockDiagDumpBytes, SOCK_DIAG_BY_FAMILY, NLM_F_ACK);
+    if (!raw.ok()) {
+      dump.errors.push_back(raw.error());
+      continue;
+    }
+    auto decoded = DecodeLookupReply(*raw, what);
+    if (!decoded.ok()) {
+      dump.errors.push_back(decoded.error());
+      continue;
+    }
+    for (ListeningSocket& listener : *decoded) {
+      if (listener.port == port) dump.listeners.push_back(std::move(listener));
+    }
+  }
+  return dump;
 }
 
 Result<std::vector<uint8_t>> DumpInetDiagRaw(int family, uint8_t protocol) {

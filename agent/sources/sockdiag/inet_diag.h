@@ -44,4 +44,23 @@ struct ListenerDump {
 // out.
 ListenerDump ReadListeningSockets(bool include_udp = true);
 
+// The dump request for bound, unconnected UDP sockets of `family` on local port `port` only: an
+// inet_diag_req_v2 with idiag_sport set and an INET_DIAG_REQ_BYTECODE filter (sport >= port &&
+// sport <= port), so the kernel returns just those sockets instead of every UDP socket of the
+// netns. It still steps over every slot of the node-wide UDP hash, so the node scan uses the
+// lookups below; this lists every socket on the port (tests, `rules`-style listings).
+std::vector<uint8_t> UdpPortDumpRequest(int family, uint16_t port);
+
+// The exact-socket request (no NLM_F_DUMP) for the UDP socket that receives a datagram sent to
+// the loopback address of `family` (127.0.0.1 / ::1) on `port`: udp_diag answers it with one hash
+// lookup, the receive path's own (a wildcard or dual-stack socket matches too), never a walk.
+std::vector<uint8_t> UdpLoopbackLookupRequest(int family, uint16_t port);
+
+// The UDP sockets that receive datagrams to 127.0.0.1:`port` and [::1]:`port` in the calling
+// thread's netns (at most one each): ztunnel's DNS proxy (15053), where REDIRECT sends a pod's
+// DNS. Two lookups, whatever the number of UDP sockets on the node (a port-filtered dump would
+// still make the kernel step over every slot of its UDP hash table, 16384 here, per family and
+// netns). Never fails as a whole; errors name the failed family.
+ListenerDump ReadUdpSocketsOnPort(uint16_t port);
+
 }  // namespace ad

@@ -40,13 +40,13 @@ Result<UniqueFd> OpenSockDiagSocket() {
 
 Result<std::vector<uint8_t>> DumpSockDiag(const UniqueFd& socket, std::span<const uint8_t> request,
                                           const std::string& what, size_t max_bytes,
-                                          uint16_t message_type) {
+                                          uint16_t message_type, uint16_t flags) {
   const std::string context = "sock_diag " + what + " dump";
   std::vector<uint8_t> message(NLMSG_LENGTH(request.size()));
   nlmsghdr header{};
   header.nlmsg_len = static_cast<uint32_t>(message.size());
   header.nlmsg_type = message_type;
-  header.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
+  header.nlmsg_flags = NLM_F_REQUEST | flags;
   header.nlmsg_seq = NextSequence();
   std::memcpy(message.data(), &header, sizeof(header));
   std::memcpy(message.data() + NLMSG_HDRLEN, request.data(), request.size());

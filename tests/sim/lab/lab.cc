@@ -136,6 +136,11 @@ std::string FaultDescription(FaultKind kind, LabBackend backend, const LabPod* p
       return "pod netns deleted after hand-off without a Del; ztunnel-sim still holds it";
     case FaultKind::kRedirectMissing:
       return "no Istio in-pod rules, but the pod is handed off and served by ztunnel-sim";
+    case FaultKind::kDnsNoListener:
+      return "ztunnel-sim opens 15001/15006/15008 but no DNS listener on 15053";
+    case FaultKind::kNoLoV6:
+      return "::1 deleted from the pod's lo (IPv6 enabled): ztunnel-sim fails to bind "
+             "[::1]:15053, NACKs the Add, Pending";
   }
   return {};
 }
@@ -239,6 +244,14 @@ Status SetUpPod(const LabNode& node, const LabPod& pod) {
   // /run/netns bind mount and makes large labs quadratic.
   if (Status status = RunInNetns(pod.netns_path, {"ip", "-batch", "-"}, links); !status.ok()) {
     return status;
+  }
+  if (HasFault(pod, FaultKind::kNoLoV6)) {
+    // lo stays up with 127.0.0.1; only the ::1 that bringing it up added goes.
+    if (Status status =
+            RunInNetns(pod.netns_path, {"ip", "-6", "addr", "del", "::1/128", "dev", "lo"}, "");
+        !status.ok()) {
+      return status;
+    }
   }
   if (node.ipv6 && policy_route) {
     // `ip rule` in batch mode has no per-line family; a second batch carries -6.
@@ -515,8 +528,10 @@ Status StartZtunnelSim(LabNode& node) {
   std::vector<std::string> argv = {program, "--zds", zds.socket_path, "--node",
                                    node.prefix + "-node"};
   if (node.ipv6) argv.emplace_back("--ipv6");
+  // no-lo-v6 needs no flag: ztunnel-sim's bind of [::1]:15053 fails there by itself.
   for (const auto& [kind, flag] : {std::pair{FaultKind::kZtunnelNoListeners, "no-listeners"},
-                                   std::pair{FaultKind::kZtunnelNack, "nack"}}) {
+                                   std::pair{FaultKind::kZtunnelNack, "nack"},
+                                   std::pair{FaultKind::kDnsNoListener, "no-dns-listener"}}) {
     const std::vector<const LabPod*> pods = PodsWithFault(node, kind);
     if (pods.empty()) continue;
     argv.insert(argv.end(), {"--fault", flag});
@@ -689,6 +704,10 @@ std::string_view FaultName(FaultKind kind) {
       return "stale-workload";
     case FaultKind::kRedirectMissing:
       return "redirect-missing";
+    case FaultKind::kDnsNoListener:
+      return "dns-no-listener";
+    case FaultKind::kNoLoV6:
+      return "no-lo-v6";
   }
   return "?";
 }
@@ -703,9 +722,11 @@ const std::vector<FaultKind>& AllFaultKinds() {
 
 const std::vector<FaultKind>& ZdsFaultKinds() {
   static const std::vector<FaultKind> kinds = {
-      FaultKind::kZdsDeadlock,        FaultKind::kZdsSlowAck,     FaultKind::kZdsDropAdds,
-      FaultKind::kZtunnelNoListeners, FaultKind::kZtunnelNack,    FaultKind::kZtunnelCrash,
-      FaultKind::kStaleWorkload,      FaultKind::kRedirectMissing};
+      FaultKind::kZdsDeadlock, FaultKind::kZdsSlowAck, FaultKind::kZdsDropAdds,
+      FaultKind::kZtunnelNoListeners, FaultKind::kZtunnelNack, FaultKind::kZtunnelCrash,
+      FaultKind::kStaleWorkload, FaultKind::kRedirectMissing,
+      // issue 10, in-pod prerequisites:
+      FaultKind::kDnsNoListener, FaultKind::kNoLoV6};
   return kinds;
 }
 

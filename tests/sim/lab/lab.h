@@ -40,6 +40,9 @@ enum class FaultKind : uint8_t {
   kZtunnelCrash,        // ztunnel-sim exits after the snapshot; pods keep rules, lose listeners
   kStaleWorkload,       // pod netns deleted after hand-off (Del missed); ztunnel-sim keeps it
   kRedirectMissing,     // pod served by ztunnel-sim but without Istio in-pod rules
+  // issue 10, in-pod prerequisites (ZDS faults):
+  kDnsNoListener,  // ztunnel-sim opens 15001/15006/15008 but not the DNS proxy's 15053
+  kNoLoV6,         // the pod's lo has no ::1 (IPv6 enabled): ztunnel-sim cannot bind [::1]:15053
 };
 std::string_view FaultName(FaultKind kind);  // "flip", "dup-jump", ...
 // The netfilter faults (visible in rules); ZdsFaultKinds() need the emulators.

@@ -1,6 +1,7 @@
 #include "ztunnel_sim/ztunnel_sim.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <netinet/in.h>
@@ -42,21 +43,34 @@ struct ListenerSpec {
   uint16_t port;
 };
 
-std::vector<ListenerSpec> InpodListenerSpecs(bool ipv6) {
+// `ipv6`: the lab's dual-stack wildcard listeners. `dns_v6`: IPv6 is enabled in the pod netns,
+// so the DNS proxy binds "localhost" on ::1 as well as 127.0.0.1, like ztunnel (and fails with
+// EADDRNOTAVAIL when lo has no ::1). `dns`: false for the no-dns-listener fault.
+std::vector<ListenerSpec> InpodListenerSpecs(bool ipv6, bool dns, bool dns_v6) {
   const char* wildcard = ipv6 ? "::" : "0.0.0.0";
   const int wildcard_family = ipv6 ? AF_INET6 : AF_INET;
   std::vector<ListenerSpec> specs = {
       {wildcard_family, SOCK_STREAM, wildcard, kOutboundPort},
       {wildcard_family, SOCK_STREAM, wildcard, kInboundPlaintextPort},
       {wildcard_family, SOCK_STREAM, wildcard, kInboundHbonePort},
-      {AF_INET, SOCK_STREAM, "127.0.0.1", kDnsPort},
-      {AF_INET, SOCK_DGRAM, "127.0.0.1", kDnsPort},
   };
-  if (ipv6) {
+  if (!dns) return specs;
+  specs.push_back({AF_INET, SOCK_STREAM, "127.0.0.1", kDnsPort});
+  specs.push_back({AF_INET, SOCK_DGRAM, "127.0.0.1", kDnsPort});
+  if (dns_v6) {
     specs.push_back({AF_INET6, SOCK_STREAM, "::1", kDnsPort});
     specs.push_back({AF_INET6, SOCK_DGRAM, "::1", kDnsPort});
   }
   return specs;
+}
+
+// IPv6 usable in the calling thread's netns: /proc/sys/net resolves against the netns of the
+// thread that opens it; no such file means the kernel has no IPv6 (ipv6.disable=1).
+bool Ipv6EnabledHere() {
+  UniqueFd fd(::open("/proc/sys/net/ipv6/conf/lo/disable_ipv6", O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) return false;
+  char value = '1';
+  return ::read(fd.get(), &value, 1) == 1 && value == '0';
 }
 
 std::string BindName(const ListenerSpec& spec) {
@@ -137,7 +151,7 @@ struct InpodResult {
 
 // Like ztunnel's InPodSocketFactory: the sockets are created inside the pod netns, so they belong
 // to it. A throwaway thread does the setns, so no thread of ours is ever left in a pod netns.
-InpodResult OpenInPod(int netns_fd, bool open_listeners, bool ipv6) {
+InpodResult OpenInPod(int netns_fd, bool open_listeners, bool ipv6, bool dns) {
   InpodResult result;
   std::thread worker([&] {
     if (::setns(netns_fd, CLONE_NEWNET) != 0) {
@@ -146,7 +160,7 @@ InpodResult OpenInPod(int netns_fd, bool open_listeners, bool ipv6) {
     }
     result.ips = InterfaceAddresses();
     if (!open_listeners) return;
-    for (const ListenerSpec& spec : InpodListenerSpecs(ipv6)) {
+    for (const ListenerSpec& spec : InpodListenerSpecs(ipv6, dns, Ipv6EnabledHere())) {
       Result<UniqueFd> listener = OpenListener(spec);
       if (!listener.ok()) {
         result.error = listener.error().message;
@@ -199,17 +213,21 @@ std::string_view ZtunnelFaultName(ZtunnelFault fault) {
       return "nack";
     case ZtunnelFault::kCrash:
       return "crash";
+    case ZtunnelFault::kNoDnsListener:
+      return "no-dns-listener";
   }
   return "?";
 }
 
 Result<ZtunnelFault> ParseZtunnelFault(std::string_view name) {
   for (ZtunnelFault fault : {ZtunnelFault::kNone, ZtunnelFault::kNoListeners, ZtunnelFault::kNack,
-                             ZtunnelFault::kCrash}) {
+                             ZtunnelFault::kCrash, ZtunnelFault::kNoDnsListener}) {
     if (name == ZtunnelFaultName(fault)) return fault;
   }
   return SourceError{
-      kSource, "unknown fault '" + std::string(name) + "' (no-listeners, nack, crash)", EINVAL};
+      kSource,
+      "unknown fault '" + std::string(name) + "' (no-listeners, nack, crash, no-dns-listener)",
+      EINVAL};
 }
 
 struct ZtunnelSim::State {
@@ -249,7 +267,8 @@ struct ZtunnelSim::State {
   InpodResult StartProxy(const std::string& uid, int netns_fd) {
     const bool nack = FaultApplies(ZtunnelFault::kNack, uid);
     const bool listeners = !nack && !FaultApplies(ZtunnelFault::kNoListeners, uid);
-    InpodResult opened = OpenInPod(netns_fd, listeners, options.ipv6);
+    const bool dns = !FaultApplies(ZtunnelFault::kNoDnsListener, uid);
+    InpodResult opened = OpenInPod(netns_fd, listeners, options.ipv6, dns);
     if (nack) {
       opened.error =
           "failure to start proxy : failed to bind to address 127.0.0.1:15053: simulated by "
@@ -643,6 +662,27 @@ int ZtunnelSim::ReadinessCode() const { return status().ready ? 200 : 500; }
 
 std::string ZtunnelSim::ReadinessBody() const {
   return status().ready ? "ready" : std::string("not ready, pending: ") + kReadinessTask;
+}
+
+size_t ZtunnelSim::DropDnsListeners() {
+  std::lock_guard lock(state_->mutex);
+  size_t closed = 0;
+  for (auto& [uid, proxy] : state_->proxies) {
+    std::erase_if(proxy.listeners, [&closed](const UniqueFd& fd) {
+      sockaddr_storage address{};
+      socklen_t length = sizeof(address);
+      if (::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+        return false;
+      }
+      const uint16_t port =
+          ntohs(address.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&address)->sin6_port
+                                              : reinterpret_cast<sockaddr_in*>(&address)->sin_port);
+      closed += port == kDnsPort ? 1 : 0;
+      return port == kDnsPort;
+    });
+  }
+  state_->Log("closed " + std::to_string(closed) + " DNS listener socket(s) (SIGUSR1)");
+  return closed;
 }
 
 const ZtunnelSimOptions& ZtunnelSim::options() const { return state_->options; }

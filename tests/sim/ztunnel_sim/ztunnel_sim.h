@@ -1,7 +1,8 @@
 // ztunnel-sim: ztunnel's side of ZDS, wire-faithful (facts: zds-and-ztunnel.md §2.3, §5, §7).
 // Connects to the ZDS socket, says ZdsHello{V1}, and for every AddWorkload enters the pod netns
 // on a dedicated thread to open ztunnel's in-pod listeners (TCP 15001/15006/15008 on the
-// wildcard address, DNS 15053 TCP+UDP on localhost, all SO_MARK 0x539 + SO_REUSEPORT), keeping
+// wildcard address, DNS 15053 TCP+UDP on localhost: 127.0.0.1, and ::1 when IPv6 is enabled in
+// the pod netns; all SO_MARK 0x539 + SO_REUSEPORT), keeping
 // them and the netns fd open. Exposes ztunnel's admin, readiness and stats views.
 #pragma once
 
@@ -23,8 +24,10 @@ enum class ZtunnelFault : uint8_t {
   kNoListeners,  // acks Adds but opens no listeners
   kNack,         // Ack{error: "failure to start proxy : ..."}, pod stays Pending, retried every 5 s
   kCrash,        // exits after acking the snapshot
+  kNoDnsListener,  // opens 15001/15006/15008 but not the DNS proxy's 15053
 };
-std::string_view ZtunnelFaultName(ZtunnelFault fault);  // "none", "no-listeners", "nack", "crash"
+// "none", "no-listeners", "nack", "crash", "no-dns-listener"
+std::string_view ZtunnelFaultName(ZtunnelFault fault);
 Result<ZtunnelFault> ParseZtunnelFault(std::string_view name);
 
 // The node this ztunnel reports its workloads on: $NODE_NAME (the DaemonSet's downward API), else
@@ -36,7 +39,8 @@ struct ZtunnelSimOptions {
   std::string node_name = DefaultNodeName();  // like ztunnel: $NODE_NAME, else the hostname
   ZtunnelFault fault = ZtunnelFault::kNone;
   std::set<std::string> fault_uids;  // no-listeners / nack only for these pod UIDs; empty: all
-  bool ipv6 = false;                 // listeners on [::] (dual stack) and DNS on ::1 as well
+  bool ipv6 = false;  // 15001/15006/15008 on [::] (dual stack); DNS binds ::1 wherever the pod
+                      // netns has IPv6 enabled, like ztunnel
   std::chrono::milliseconds retry_interval{5000};  // ztunnel's RETRY_DURATION for pending pods
   std::chrono::milliseconds max_backoff{15000};    // reconnect backoff cap (10 ms doubling)
   bool log_to_stderr = true;
@@ -85,6 +89,9 @@ class ZtunnelSim {
   int ReadinessCode() const;           // /healthz/ready: 200 or 500
   std::string ReadinessBody() const;   // "ready" or "not ready, pending: workload proxy manager"
   const ZtunnelSimOptions& options() const;
+  // Closes the DNS proxy's 15053 sockets of every running proxy (ztunnel losing its in-pod DNS
+  // listener at runtime; ztunnel-sim does it on SIGUSR1). Returns how many were closed.
+  size_t DropDnsListeners();
   void Stop();
 
  private:

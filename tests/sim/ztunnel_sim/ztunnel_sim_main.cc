@@ -20,12 +20,16 @@ constexpr char kUsage[] = R"(usage: ztunnel-sim --zds PATH [options]
   --zds PATH          ZDS socket of the node agent (SOCK_SEQPACKET client; reconnects with backoff)
   --node NAME         node name in /config_dump workloads (default $NODE_NAME, else the hostname)
   --netns PATH        enter this netns first (admin/stats/readiness ports live there)
-  --ipv6              in-pod listeners on [::] (dual stack) and DNS on ::1 too
-  --fault KIND        no-listeners | nack | crash
-  --fault-uid UID     limit no-listeners / nack to this pod UID (repeatable)
+  --ipv6              in-pod listeners 15001/15006/15008 on [::] (dual stack); DNS 15053 binds
+                      ::1 (besides 127.0.0.1) in every pod netns with IPv6 enabled, with or
+                      without this flag, like ztunnel
+  --fault KIND        no-listeners | nack | crash | no-dns-listener (15001/15006/15008 only)
+  --fault-uid UID     limit no-listeners / nack / no-dns-listener to this pod UID (repeatable)
   --retry-ms N        retry interval for pending pods (default 5000)
   --no-admin          do not serve 127.0.0.1:15000, :15020, :15021
   --quiet             no log lines on stderr
+
+SIGUSR1 closes the DNS proxy's 15053 sockets of every running proxy (the listener-loss case).
 )";
 
 int Fail(const std::string& message) {
@@ -91,7 +95,7 @@ int main(int argc, char** argv) {
 
   sigset_t signals;
   sigemptyset(&signals);
-  for (int signal : {SIGTERM, SIGINT, SIGHUP}) sigaddset(&signals, signal);
+  for (int signal : {SIGTERM, SIGINT, SIGHUP, SIGUSR1}) sigaddset(&signals, signal);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   ::signal(SIGPIPE, SIG_IGN);
 
@@ -105,7 +109,12 @@ int main(int argc, char** argv) {
   }
   for (;;) {
     int signal = 0;
-    if (sigwait(&signals, &signal) == 0 && signal != SIGHUP) break;
+    if (sigwait(&signals, &signal) != 0) continue;
+    if (signal == SIGUSR1) {
+      (*sim)->DropDnsListeners();  // a ztunnel that loses its in-pod DNS listener
+      continue;
+    }
+    if (signal != SIGHUP) break;
   }
   if (admin_server) admin_server->Stop();
   (*sim)->Stop();
