@@ -42,4 +42,11 @@ void CheckZds(const NodeSnapshot& snapshot, const std::vector<NetnsIstioState>& 
               const AnalysisOptions& options, History& history,
               std::vector<NetnsClassification>& netns, std::vector<Finding>& findings);
 
+// PROBE_PATH_BROKEN (probe_path_checks.cc): unreplied probe connections in the host conntrack
+// per enrolled pod, aged in `history`; skipped where PROBE_SNAT_MISSING (already in `findings`)
+// explains them.
+void CheckProbePath(const NodeSnapshot& snapshot, const std::vector<NetnsIstioState>& states,
+                    const AnalysisOptions& options, History& history,
+                    std::vector<Finding>& findings);
+
 }  // namespace ad::analysis

@@ -171,6 +171,16 @@ const std::vector<FindingCodeInfo>& AllFindingCodes() {
        "the evidence).",
        "Give the agent CAP_BPF and CAP_PERFMON (or CAP_SYS_ADMIN) and run it on a kernel with BTF "
        "(/sys/kernel/btf/vmlinux); lockdown=confidentiality forbids tracing altogether."},
+      // Issue 10, probe path:
+      {kProbePathBroken, "PROBE_PATH_BROKEN", Severity::kWarning,
+       "Kubelet probe connections to an enrolled pod, SNATed to the probe address, stay "
+       "unreplied (SYN_SENT, UNREPLIED in the host netns's conntrack) for at least the "
+       "probe-path threshold while the probe SNAT rule and probe set are complete.",
+       "The probe reaches the pod's path but its reply never comes back: something between the "
+       "host and the pod drops traffic from or to 169.254.7.127 (an eBPF CNI's host firewall, a "
+       "cloud security group or NetworkPolicy, istio#52208, #58531). Allow the probe SNAT "
+       "address in that datapath (for Cilium: do not drop packets from the host's "
+       "169.254.7.127), then watch the pod become Ready."},
   };
   return codes;
 }

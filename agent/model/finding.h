@@ -37,6 +37,8 @@ enum class FindingCode : uint8_t {
   kHboneConnectFailures,
   kMeshBypass,
   kTracingUnavailable,
+  // Issue 10, probe path:
+  kProbePathBroken,
 };
 
 struct FindingCodeInfo {
