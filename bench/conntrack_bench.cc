@@ -99,7 +99,8 @@ void DumpCost(int runs) {
   }
   Sh({"ip", "link", "set", "lo", "up"}, path);
   Sh({"nft", "-f", "-"}, path,
-     "table inet b { chain out { type filter hook output priority 0; ct state new counter; } }\n");
+     "table inet b {\n chain out {\n  type filter hook output priority 0;\n  ct state new "
+     "counter\n }\n}\n");
   Sh({"sysctl", "-q", "-w", "net.netfilter.nf_conntrack_udp_timeout=600"}, path);
 
   ProbeConntrackOptions kernel;

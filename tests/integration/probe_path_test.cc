@@ -153,8 +153,8 @@ class ConntrackReaderTest : public ::testing::Test {
     ASSERT_EQ(netns_->Exec("ip link set lo up"), 0);
     // Conntrack runs in a netns only once something needs it: a ct expression does.
     ASSERT_EQ(netns_->ExecWithInput("nft -f -",
-                                    "table inet adt { chain out { type filter hook output "
-                                    "priority 0; ct state new counter; } }\n"),
+                                    "table inet adt {\n chain out {\n  type filter hook "
+                                    "output priority 0;\n  ct state new counter\n }\n}\n"),
               0);
     ASSERT_EQ(netns_->Exec("sysctl -q -w net.netfilter.nf_conntrack_udp_timeout=300"), 0);
   }
