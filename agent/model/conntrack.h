@@ -44,7 +44,8 @@ struct ProbeConntrackState {
   bool collected = false;  // the source ran (it may still have failed: errors)
   std::string netns_path;  // where it read (the node's host netns)
   // "kernel": ctnetlink filtered the dump (CTA_FILTER on the reply tuple + CTA_STATUS);
-  // "user-space": the kernel refused the filter, every entry was parsed here (bounded).
+  // "user-space": the kernel refused the filter, every entry was parsed here (bounded);
+  // "empty": the netns's nf_conntrack_count was 0, so nothing was dumped.
   std::string filter;
   std::vector<std::string> snat_addresses;   // the probe SNAT sources filtered on
   std::vector<ProbeConntrackEntry> entries;  // unreplied probe entries, at most max_entries

@@ -253,20 +253,30 @@ SourceError Unavailable(const SourceError& error) {
 
 }  // namespace
 
-uint32_t ReadSynSentTimeout() {
-  // /proc/sys/net resolves against the netns of the thread that opens the file.
-  UniqueFd fd(
-      ::open("/proc/sys/net/netfilter/nf_conntrack_tcp_timeout_syn_sent", O_RDONLY | O_CLOEXEC));
-  if (!fd.valid()) return 0;
+namespace {
+
+// A small decimal sysctl of the calling thread's netns (/proc/sys/net resolves against the netns
+// of the thread that opens the file); nullopt when unreadable.
+std::optional<uint64_t> ReadNetSysctl(const char* path) {
+  UniqueFd fd(::open(path, O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) return std::nullopt;
   std::array<char, 32> text{};
   const ssize_t n = ::read(fd.get(), text.data(), text.size() - 1);
-  if (n <= 0) return 0;
-  uint32_t value = 0;
+  if (n <= 0 || text[0] < '0' || text[0] > '9') return std::nullopt;
+  uint64_t value = 0;
   for (ssize_t i = 0; i < n && text[i] >= '0' && text[i] <= '9'; ++i) {
-    value = value * 10 + static_cast<uint32_t>(text[i] - '0');
-    if (value > 86400 * 365) return 0;
+    value = value * 10 + static_cast<uint64_t>(text[i] - '0');
+    if (value > (uint64_t{1} << 40)) return std::nullopt;
   }
   return value;
+}
+
+}  // namespace
+
+uint32_t ReadSynSentTimeout() {
+  const std::optional<uint64_t> value =
+      ReadNetSysctl("/proc/sys/net/netfilter/nf_conntrack_tcp_timeout_syn_sent");
+  return value && *value <= 86400u * 365 ? static_cast<uint32_t>(*value) : 0;
 }
 
 Result<ProbeConntrackState> ReadProbeConntrack(const ProbeConntrackOptions& options) {
@@ -291,6 +301,13 @@ Result<ProbeConntrackState> ReadProbeConntrack(const ProbeConntrackOptions& opti
   std::vector<Address> wanted = v4;
   wanted.insert(wanted.end(), v6.begin(), v6.end());
   if (wanted.empty()) return state;
+  // Every dump walks the whole (shared) conntrack hash; a netns without a single entry has no
+  // unreplied probe either, and its per-netns count says so for the price of a read.
+  if (ReadNetSysctl("/proc/sys/net/netfilter/nf_conntrack_count") == uint64_t{0}) {
+    state.filter = "empty";
+    state.syn_sent_timeout_s = ReadSynSentTimeout();
+    return state;
+  }
   // Kernel filter first: per family with addresses to look for, unreplied TCP only (CTA_FILTER
   // needs a family: a walk each); a kernel refusing CTA_FILTER gets one walk of every family with
   // the status filter alone; one refusing both gets the plain dump, parsed here.
