@@ -132,7 +132,10 @@ TEST_F(ProbePathLabTest, AnsweredProbesGiveNoFinding) {
     ASSERT_TRUE(step.usable);
     EXPECT_TRUE(step.analysis.findings.empty()) << Dump(step.analysis);
     EXPECT_TRUE(step.snapshot.probe_conntrack.errors.empty());
-    EXPECT_EQ(step.snapshot.probe_conntrack.filter, "kernel");
+    // A RST-answered probe's entry is gone at once, so the host's table is often empty.
+    EXPECT_TRUE(step.snapshot.probe_conntrack.filter == "kernel" ||
+                step.snapshot.probe_conntrack.filter == "empty")
+        << step.snapshot.probe_conntrack.filter;
     // Answered probes are replied entries; at most one probe can be mid-flight at the dump.
     EXPECT_LE(step.snapshot.probe_conntrack.entries.size(), 1u);
     std::this_thread::sleep_for(500ms);
@@ -263,6 +266,11 @@ TEST_F(ConntrackReaderTest, KeptEntriesAreBoundedAndCounted) {
 }
 
 TEST_F(ConntrackReaderTest, WithoutCapNetAdminItIsASourceError) {
+  // One entry, so the reader cannot answer "empty" from the netns's count without asking.
+  ASSERT_EQ(Insert("-p tcp -s 10.244.0.1 -d 10.244.0.5 -r 10.244.0.5 -q 169.254.7.127 --sport "
+                   "40000 --dport 8080 --reply-port-src 8080 --reply-port-dst 40000 --state "
+                   "SYN_SENT -t 100"),
+            0);
   Result<ProbeConntrackState> read = SourceError{};
   std::thread([&] {
     Result<NetnsGuard> guard = NetnsGuard::Enter(netns_->path());
