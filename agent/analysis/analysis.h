@@ -22,6 +22,9 @@ struct AnalysisOptions {
   // False for a one-shot report: no earlier scan, so nothing can be aged. A pending hand-off whose
   // pod is black-holed now is then raised to warning ("age unknown") instead of passing as info.
   bool history_known = true;
+  // PROBE_PATH_BROKEN: unreplied probe connections to a pod must have persisted this long, by
+  // the engine's history (seen in consecutive scans) or by the kernel's own entry age.
+  int64_t probe_path_threshold_ms = 10000;
 };
 
 struct NodeAnalysis {

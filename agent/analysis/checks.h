@@ -55,5 +55,11 @@ struct InpodContext {
 };
 // DNS_CAPTURE_BROKEN and INPOD_PROXY_BLOCKED for one ambient netns (inpod_checks.cc).
 std::vector<Finding> CheckInpodPrerequisites(const InpodContext& context);
+// PROBE_PATH_BROKEN (probe_path_checks.cc): unreplied probe connections in the host conntrack
+// per enrolled pod, aged in `history`; skipped where PROBE_SNAT_MISSING (already in `findings`)
+// explains them.
+void CheckProbePath(const NodeSnapshot& snapshot, const std::vector<NetnsIstioState>& states,
+                    const AnalysisOptions& options, History& history,
+                    std::vector<Finding>& findings);
 
 }  // namespace ad::analysis

@@ -354,6 +354,7 @@ NodeAnalysis Analyze(const NodeSnapshot& snapshot, const AnalysisOptions& option
   if (snapshot.zds_collected) {
     analysis::CheckZds(snapshot, states, options, ages, result.netns, result.findings);
   }
+  analysis::CheckProbePath(snapshot, states, options, ages, result.findings);
   ages.EndScan();
   analysis::AnnotatePods(snapshot, result.netns, result.findings);
 

@@ -178,6 +178,33 @@ void FillNode(const NodeSnapshot& snapshot, pb::Node* node) {
   out->set_runtime(cri.runtime);
   out->set_pods(static_cast<uint32_t>(cri.pods.size()));
   AddErrors(cri.errors, out->mutable_errors());
+
+  const ProbeConntrackState& conntrack = snapshot.probe_conntrack;
+  if (conntrack.collected) {
+    pb::ProbePath* probe = node->mutable_probe_path();
+    probe->set_netns_path(conntrack.netns_path);
+    probe->set_filter(conntrack.filter);
+    for (const std::string& address : conntrack.snat_addresses) probe->add_snat_addresses(address);
+    for (const ProbeConntrackEntry& e : conntrack.entries) {
+      pb::ProbeConntrackEntry* entry = probe->add_unreplied();
+      entry->set_family(std::string(FamilyName(e.family)));
+      entry->set_orig_src(e.orig_src);
+      entry->set_orig_sport(e.orig_sport);
+      entry->set_orig_dst(e.orig_dst);
+      entry->set_orig_dport(e.orig_dport);
+      entry->set_reply_dst(e.reply_dst);
+      entry->set_reply_dport(e.reply_dport);
+      entry->set_tcp_state(TcpConntrackStateName(e.tcp_state));
+      entry->set_timeout_s(e.timeout_s);
+      entry->set_start_unix_ms(Ms(e.start_unix_ms));
+    }
+    probe->set_matched(static_cast<uint32_t>(conntrack.matched));
+    probe->set_examined(static_cast<uint32_t>(conntrack.examined));
+    probe->set_truncated(conntrack.truncated);
+    probe->set_syn_sent_timeout_s(conntrack.syn_sent_timeout_s);
+    probe->set_dump_ms(conntrack.dump_ms);
+    AddErrors(conntrack.errors, probe->mutable_errors());
+  }
 }
 
 void FillSummary(const NodeSnapshot& snapshot, const NodeAnalysis& analysis, pb::Summary* out) {

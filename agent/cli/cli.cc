@@ -144,6 +144,15 @@ void AddNodeSourceFlags(FlagSet& flags) {
              .default_text = "probe containerd, CRI-O, cri-dockerd sockets",
              .help = "CRI runtime socket used to name the pods of each netns."});
   flags.Add({.name = "no-cri", .takes_value = false, .help = "Do not ask the container runtime."});
+  flags.Add({.name = "no-probe-path",
+             .takes_value = false,
+             .help = "Skip the host netns conntrack read (kernel-filtered ctnetlink dump of "
+                     "unreplied kubelet probe connections) and PROBE_PATH_BROKEN."});
+  flags.Add({.name = "probe-path-threshold",
+             .value_name = "DURATION",
+             .default_text = "10s",
+             .help = "How long probe connections to a pod must stay unreplied before "
+                     "PROBE_PATH_BROKEN (across scans, or by the conntrack entry's age)."});
   flags.Add({.name = "no-zds",
              .takes_value = false,
              .help = "Skip the ZDS socket, process fd inventory and ztunnel admin sources (and "
@@ -246,6 +255,12 @@ std::optional<std::string> ConfigFromFlags(const FlagSet& flags, EngineConfig& c
   config.ztunnel_netns = flags.GetAll("ztunnel-netns");
   config.cri = !flags.Has("no-cri");
   config.cri_endpoints = flags.GetAll("cri-endpoint");
+  config.probe_conntrack = !flags.Has("no-probe-path");
+  const auto probe_threshold = ParseDurationMs(flags.Get("probe-path-threshold", "10s"));
+  if (!probe_threshold || *probe_threshold <= 0) {
+    return "--probe-path-threshold needs a positive duration such as 10s";
+  }
+  config.analysis.probe_path_threshold_ms = *probe_threshold;
   return std::nullopt;
 }
 
@@ -340,10 +355,12 @@ void AddClientFlags(FlagSet& flags) {
 // --api-socket, refuses). --lab and --lab-prefix select the lab node, never the daemon's. A
 // --config file is not one of them: it is the node's shared agent flags (the DaemonSet's
 // agent.flags, which serve reads too), so its scope is taken to be the daemon's.
-constexpr const char* kScanScopeFlags[] = {
-    "lab",        "lab-prefix",  "proc-root",          "no-proc",       "netns-dir",
-    "host-netns", "netns-match", "zds-socket",         "host-root",     "cri-endpoint",
-    "no-cri",     "no-zds",      "ztunnel-admin-port", "ztunnel-netns", "zds-stall-threshold"};
+constexpr const char* kScanScopeFlags[] = {"lab", "lab-prefix", "proc-root", "no-proc", "netns-dir",
+                                           "host-netns", "netns-match", "zds-socket", "host-root",
+                                           "cri-endpoint", "no-cri", "no-zds", "ztunnel-admin-port",
+                                           "ztunnel-netns", "zds-stall-threshold",
+                                           // Issue 10, probe path:
+                                           "no-probe-path", "probe-path-threshold"};
 
 // Whether to ask the daemon: a connected client, or why not (the local scan's note).
 struct DaemonChoice {

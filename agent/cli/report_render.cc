@@ -351,6 +351,7 @@ std::string RenderReportTable(const pb::Report& report, const RenderOptions& opt
          Paint(color && counts.warning(), kYellow, std::to_string(counts.warning()) + " warning") +
          ", " + std::to_string(counts.info()) + " info\n";
   out += DegradedLines(color, node.errors(), "");
+  out += DegradedLines(color, node.probe_path().errors(), "");  // conntrack (probe path)
 
   if (node.zds_collected()) out += "\n" + RenderNodeSection(node, color);
 

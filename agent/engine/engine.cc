@@ -9,6 +9,7 @@
 #include <tuple>
 #include <utility>
 
+#include "scan/conntrack_node_source.h"
 #include "scan/cri_node_source.h"
 #include "scan/zds_node_source.h"
 #include "scan/ztunnel_node_source.h"
@@ -25,6 +26,7 @@ std::map<SourceKind, std::string> DegradedSources(const NodeSnapshot& snapshot) 
   add(snapshot.errors);
   add(snapshot.zds.errors);
   add(snapshot.cri.errors);
+  add(snapshot.probe_conntrack.errors);
   for (const ZtunnelAdminState& ztunnel : snapshot.ztunnels) add(ztunnel.errors);
   return degraded;
 }
@@ -154,7 +156,8 @@ void RereadOrphanedListeners(const std::set<uint64_t>& owned_before,
 // Node-wide data a partial step may have polled again (everything but times).
 bool SameNodeSources(const NodeSnapshot& a, const NodeSnapshot& b) {
   return a.errors == b.errors && a.zds_collected == b.zds_collected && a.zds == b.zds &&
-         a.processes == b.processes && a.ztunnels == b.ztunnels && a.cri == b.cri;
+         a.processes == b.processes && a.ztunnels == b.ztunnels && a.cri == b.cri &&
+         a.probe_conntrack == b.probe_conntrack;
 }
 
 }  // namespace
@@ -184,6 +187,13 @@ ScanOptions ComposeScan(const EngineConfig& config) {
     cri.host_root = config.host_root;
     cri.proc_root = config.proc_root;
     scan.node_sources.push_back(std::make_shared<CriNodeSource>(std::move(cri)));
+  }
+  if (config.probe_conntrack) {
+    ProbeConntrackOptions conntrack;
+    conntrack.snat_v4 = config.analysis.probe_snat_v4;
+    conntrack.snat_v6 = config.analysis.probe_snat_v6;
+    conntrack.max_entries = config.probe_conntrack_max_entries;
+    scan.node_sources.push_back(std::make_shared<ConntrackNodeSource>(std::move(conntrack)));
   }
   return scan;
 }

@@ -37,12 +37,16 @@ struct EngineConfig {
   std::vector<std::string> ztunnel_netns;  // extra netns where a ztunnel admin may listen
   bool cri = true;
   std::vector<std::string> cri_endpoints;  // empty: probe the well-known runtime sockets
+  // Kubelet probe path: the host netns's conntrack, kernel-filtered to unreplied connections to
+  // the probe SNAT addresses (analysis.probe_snat_v4/v6).
+  bool probe_conntrack = true;
+  size_t probe_conntrack_max_entries = 1024;
 
   AnalysisOptions analysis;
 };
 
 // The sources the config asks for, in dependency order: ZDS (finds istio-cni and ztunnel) ->
-// ztunnel admin (asks those processes) -> CRI (names the pods).
+// ztunnel admin (asks those processes) -> CRI (names the pods) -> conntrack (probe path).
 ScanOptions ComposeScan(const EngineConfig& config);
 
 struct SourceChange {

@@ -69,6 +69,7 @@ void ForEachSourceError(const NodeSnapshot& snapshot, Visit visit) {
     for (const SourceError& e : z.errors) visit(e);
   }
   for (const SourceError& e : snapshot.cri.errors) visit(e);
+  for (const SourceError& e : snapshot.probe_conntrack.errors) visit(e);
 }
 
 }  // namespace

@@ -188,6 +188,16 @@ const std::vector<FindingCodeInfo>& AllFindingCodes() {
        "Bring lo up, or re-add ::1 to it (`ip -6 addr add ::1/128 dev lo` in the pod netns), or "
        "disable IPv6 in the pod netns consistently; find what removed it (an init container, a "
        "CNI plugin). ztunnel retries every 5 s and starts the proxy by itself."},
+      // Issue 10, probe path:
+      {kProbePathBroken, "PROBE_PATH_BROKEN", Severity::kWarning,
+       "Kubelet probe connections to an enrolled pod, SNATed to the probe address, stay "
+       "unreplied (SYN_SENT, UNREPLIED in the host netns's conntrack) for at least the "
+       "probe-path threshold while the probe SNAT rule and probe set are complete.",
+       "The probe reaches the pod's path but its reply never comes back: something between the "
+       "host and the pod drops traffic from or to 169.254.7.127 (an eBPF CNI's host firewall, a "
+       "cloud security group or NetworkPolicy, istio#52208, #58531). Allow the probe SNAT "
+       "address in that datapath (for Cilium: do not drop packets from the host's "
+       "169.254.7.127), then watch the pod become Ready."},
   };
   return codes;
 }

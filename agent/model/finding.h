@@ -40,6 +40,8 @@ enum class FindingCode : uint8_t {
   // issue 10, in-pod prerequisites (DNS capture, what ztunnel binds):
   kDnsCaptureBroken,
   kInpodProxyBlocked,
+  // Issue 10, probe path:
+  kProbePathBroken,
 };
 
 struct FindingCodeInfo {

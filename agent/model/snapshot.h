@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "model/conntrack.h"
 #include "model/rule.h"
 #include "model/source_error.h"
 #include "model/zds.h"
@@ -140,6 +141,9 @@ struct NodeSnapshot {
   std::vector<ProcessNetnsFds> processes;  // istio-cni and ztunnel processes only
   std::vector<ZtunnelAdminState> ztunnels;
   CriState cri;
+
+  // Kubelet probe connections in the host netns's conntrack (probe path source; empty when off).
+  ProbeConntrackState probe_conntrack;
 
   const NetnsSnapshot* Host() const;
 };

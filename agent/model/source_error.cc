@@ -42,6 +42,8 @@ std::string_view SourceKindName(SourceKind kind) {
       return "api";
     case SourceKind::kTracing:
       return "tracing";
+    case SourceKind::kConntrack:
+      return "conntrack";
     case SourceKind::kLab:
       return "lab";
   }

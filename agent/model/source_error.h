@@ -30,6 +30,7 @@ enum class SourceKind : uint8_t {
   kNftText,            // "nft-text": offline nft text parser
   kApi,                // "api": the gRPC API server (its socket)
   kTracing,            // "tracing": the eBPF flow tracer (probe, load, ring buffer)
+  kConntrack,          // "conntrack": ctnetlink dump of the host netns (kubelet probe path)
   kLab,                // "lab": test and bench tooling (tests/sim, bench), never the agent
 };
 std::string_view SourceKindName(SourceKind kind);

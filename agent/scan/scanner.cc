@@ -130,6 +130,7 @@ NodeSnapshot ScanNode(const ScanOptions& options, NetnsInspector& inspector,
     node.processes = std::move(before.processes);
     node.ztunnels = std::move(before.ztunnels);
     node.cri = std::move(before.cri);
+    node.probe_conntrack = std::move(before.probe_conntrack);
     for (size_t i : to_read) {
       if (auto known = previous.find(records[i].inode); known != previous.end()) {
         CarryListenerOwners(*known->second, node.netns[i]);

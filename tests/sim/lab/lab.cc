@@ -141,6 +141,9 @@ std::string FaultDescription(FaultKind kind, LabBackend backend, const LabPod* p
     case FaultKind::kNoLoV6:
       return "::1 deleted from the pod's lo (IPv6 enabled): ztunnel-sim fails to bind "
              "[::1]:15053, NACKs the Add, Pending";
+    case FaultKind::kProbeUnreplied:
+      return "blackhole route to the probe SNAT address in the pod: kubelet-prober's probes to " +
+             (pod ? pod->ipv4 : std::string("?")) + " stay SYN_SENT/UNREPLIED in the host";
   }
   return {};
 }
@@ -263,6 +266,15 @@ Status SetUpPod(const LabNode& node, const LabPod& pod) {
       return status;
     }
   }
+  if (HasFault(pod, FaultKind::kProbeUnreplied)) {
+    // The datapath drops what the pod sends to the probe address (its SYN-ACK or RST), the way
+    // an eBPF CNI's host firewall or a security group does: the host's entry stays unreplied.
+    std::string drop = "route add blackhole " + node.snat.ipv4 + "/32\n";
+    if (node.ipv6) drop += "route add blackhole " + node.snat.ipv6 + "/128\n";
+    if (Status status = RunInNetns(pod.netns_path, {"ip", "-batch", "-"}, drop); !status.ok()) {
+      return status;
+    }
+  }
   if (!pod.meshed || HasFault(pod, FaultKind::kRedirectMissing)) return kOk;
 
   RuleTweaks tweaks;
@@ -372,6 +384,7 @@ bool IsLabNetnsName(const std::string& prefix, const std::string& name) {
 constexpr char kCniSim[] = "cni-sim";
 constexpr char kZtunnelSim[] = "ztunnel-sim";
 constexpr char kCriSim[] = "cri-sim";
+constexpr char kKubeletProber[] = "kubelet-prober";
 
 std::string PidFilePath(const std::string& run_dir, const std::string& name) {
   return run_dir + "/" + name + ".pid";
@@ -641,12 +654,37 @@ Status StartZds(LabNode& node, const LabOptions& options) {
   return kOk;
 }
 
+// kubelet-prober in the host netns, probing every meshed pod (the host's SNAT rule makes them
+// probe connections). A closed port answers with RST: only a pod whose replies are dropped
+// leaves unreplied entries.
+Status StartKubeletProber(LabNode& node, const LabOptions& options) {
+  const std::string program = SimBinaryPath(kKubeletProber);
+  if (program.empty()) return LabError("kubelet-prober executable not found (build target)");
+  std::vector<std::string> argv = {program, "--interval-ms",
+                                   std::to_string(std::max(options.prober_interval_ms, 10)),
+                                   "--timeout-ms", "1000"};
+  for (const LabPod& pod : node.pods) {
+    if (!pod.meshed) continue;
+    argv.insert(argv.end(), {"--target", pod.ipv4 + ":8080"});
+    if (node.ipv6) argv.insert(argv.end(), {"--target", "[" + pod.ipv6 + "]:8080"});
+  }
+  const std::string run_dir = LabRunDir(node.prefix);
+  std::error_code error;
+  fs::create_directories(run_dir, error);
+  if (error) return LabError("mkdir " + run_dir + ": " + error.message());
+  Result<int> pid = SpawnDaemon({argv, node.host_netns_path, run_dir + "/kubelet-prober.log"});
+  if (!pid.ok()) return pid.error();
+  node.kubelet_prober_pid = *pid;
+  return WriteFileAtomically(PidFilePath(run_dir, kKubeletProber), std::to_string(*pid) + "\n");
+}
+
 void StopEmulators(const std::string& prefix) {
   const std::string run_dir = LabRunDir(prefix);
   // ztunnel first, like a node drain; then the server.
   StopDaemon(ReadPidFile(PidFilePath(run_dir, kZtunnelSim)), kZtunnelSim);
   StopDaemon(ReadPidFile(PidFilePath(run_dir, kCniSim)), kCniSim);
   StopDaemon(ReadPidFile(PidFilePath(run_dir, kCriSim)), kCriSim);
+  StopDaemon(ReadPidFile(PidFilePath(run_dir, kKubeletProber)), kKubeletProber);
   std::error_code ignored;
   fs::remove_all(run_dir, ignored);
 }
@@ -708,6 +746,8 @@ std::string_view FaultName(FaultKind kind) {
       return "dns-no-listener";
     case FaultKind::kNoLoV6:
       return "no-lo-v6";
+    case FaultKind::kProbeUnreplied:
+      return "probe-unreplied";
   }
   return "?";
 }
@@ -746,6 +786,7 @@ Result<FaultSpec> ParseFault(std::string_view text) {
   FaultSpec spec;
   std::vector<FaultKind> kinds = AllFaultKinds();
   kinds.insert(kinds.end(), ZdsFaultKinds().begin(), ZdsFaultKinds().end());
+  kinds.push_back(FaultKind::kProbeUnreplied);  // issue 10, probe path
   const auto kind = std::find_if(kinds.begin(), kinds.end(),
                                  [name](FaultKind k) { return FaultName(k) == name; });
   if (kind == kinds.end()) {
@@ -798,7 +839,7 @@ std::string LabRunDir(const std::string& prefix) {
 
 std::vector<LabEmulator> LabEmulators(const std::string& prefix) {
   std::vector<LabEmulator> emulators;
-  for (const char* name : {kCniSim, kZtunnelSim, kCriSim}) {
+  for (const char* name : {kCniSim, kZtunnelSim, kCriSim, kKubeletProber}) {
     const int pid = ReadPidFile(PidFilePath(LabRunDir(prefix), name));
     if (pid > 0) emulators.push_back({name, pid, DaemonRunning(pid, name)});
   }
@@ -837,6 +878,10 @@ std::string LabNode::Describe() const {
     out += "        pods " + zds.pods_file + ", ips " + zds.pod_ips_file + ", stats " +
            zds.stats_file + "\n";
     out += "        logs " + zds.cni_log + ", " + zds.ztunnel_log + ", " + zds.cri_log + "\n";
+  }
+  if (kubelet_prober_pid > 0) {
+    out += "  probe kubelet-prober pid " + std::to_string(kubelet_prober_pid) + " in " +
+           host_netns_name + ": every ambient pod's :8080\n";
   }
   out += "faults injected: " + std::to_string(faults.size()) + "\n";
   for (const InjectedFault& fault : faults) {
@@ -999,6 +1044,15 @@ Result<LabNode> LabUp(const LabOptions& options) {
     phase = std::chrono::steady_clock::now();
     if (Status status = StartZds(node, options); !status.ok()) return fail(status.error());
     node.timings.zds_seconds = SecondsSince(phase);
+  }
+  const bool prober = options.kubelet_prober ||
+                      std::any_of(node.faults.begin(), node.faults.end(), [](const auto& f) {
+                        return f.kind == FaultKind::kProbeUnreplied;
+                      });
+  if (prober) {
+    if (Status status = StartKubeletProber(node, options); !status.ok()) {
+      return fail(status.error());
+    }
   }
   node.timings.total_seconds = SecondsSince(start);
   WriteManifest(node);

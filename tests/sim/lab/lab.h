@@ -43,6 +43,8 @@ enum class FaultKind : uint8_t {
   // issue 10, in-pod prerequisites (ZDS faults):
   kDnsNoListener,  // ztunnel-sim opens 15001/15006/15008 but not the DNS proxy's 15053
   kNoLoV6,         // the pod's lo has no ::1 (IPv6 enabled): ztunnel-sim cannot bind [::1]:15053
+  // Issue 10, probe path (starts kubelet-prober):
+  kProbeUnreplied,  // the pod's replies to the probe SNAT address are blackholed
 };
 std::string_view FaultName(FaultKind kind);  // "flip", "dup-jump", ...
 // The netfilter faults (visible in rules); ZdsFaultKinds() need the emulators.
@@ -72,6 +74,10 @@ struct LabOptions {
   int workers = 0;   // parallel pod setup; 0 = 2 per CPU, at most 8
   bool zds = false;  // run cni-sim + ztunnel-sim and hand every meshed pod off (any ZDS fault too)
   int slow_ack_seconds = 2;  // zds-slow-ack delay per request
+  // kubelet-prober in the host netns probing every meshed pod's :8080 (refused: an answer);
+  // implied by the probe-unreplied fault.
+  bool kubelet_prober = false;
+  int prober_interval_ms = 2000;
 };
 
 struct InjectedFault {
@@ -132,6 +138,7 @@ struct LabNode {
   std::vector<LabPod> pods;
   std::vector<InjectedFault> faults;
   LabZds zds;
+  int kubelet_prober_pid = 0;  // 0: no prober (pid file in LabRunDir)
   LabTimings timings;
 
   std::string Describe() const;  // multi-line human summary (what `ambient-lab up` prints)

@@ -46,7 +46,10 @@ options:
                        host-enrolled, no-probe-member;
                        ZDS (imply --zds): zds-deadlock, zds-slow-ack, zds-drop-adds,
                        ztunnel-no-listeners, ztunnel-nack, ztunnel-crash, stale-workload,
-                       redirect-missing, dns-no-listener, no-lo-v6
+                       redirect-missing, dns-no-listener, no-lo-v6;
+                       probe path (implies --kubelet-prober): probe-unreplied
+  --kubelet-prober     run kubelet-prober in NAME-host: TCP probes of every ambient pod's
+                       :8080 every 2 s, SNATed to the probe address by the host rule
   --kubelet-uid N      skuid in the nft host rule (default 0)
   --workers N          parallel pod setup (default 2 per CPU, 2..8)
   rules only:  --ingress  --vif IF[,IF...]  --host
@@ -115,6 +118,8 @@ int main(int argc, char** argv) {
       cli.options.ipv6 = true;
     } else if (arg == "--zds") {
       cli.options.zds = true;
+    } else if (arg == "--kubelet-prober") {
+      cli.options.kubelet_prober = true;
     } else if (arg == "--slow-ack-seconds" && value(text) && ParseCount(text, number)) {
       cli.options.slow_ack_seconds = number;
     } else if (arg == "--no-dns") {

@@ -1,0 +1,55 @@
+#include "scan/conntrack_node_source.h"
+
+#include <algorithm>
+#include <thread>
+#include <utility>
+
+#include "sources/netns/netns_guard.h"
+
+namespace ad {
+
+ProbeConntrackState ReadProbeConntrackIn(const std::string& netns_path,
+                                         const ProbeConntrackOptions& options) {
+  ProbeConntrackState state;
+  // setns only on a worker thread: the caller's thread keeps its netns whatever happens.
+  std::jthread([&] {
+    Result<NetnsGuard> guard = NetnsGuard::Enter(netns_path);
+    if (!guard.ok()) {
+      SourceError error = guard.error();
+      error.kind = SourceKind::kConntrack;
+      state.errors.push_back(std::move(error));
+      return;
+    }
+    Result<ProbeConntrackState> read = ReadProbeConntrack(options);
+    if (!read.ok()) {
+      state.errors.push_back(read.error());
+      return;
+    }
+    state = std::move(read).value();
+  }).join();
+  state.collected = true;
+  state.netns_path = netns_path;
+  return state;
+}
+
+void ConntrackNodeSource::Collect(NodeSnapshot& snapshot) {
+  const NetnsSnapshot* host = snapshot.Host();
+  if (host == nullptr || host->unreadable) {
+    snapshot.probe_conntrack = {};  // the host's own NETNS_UNREADABLE says why: nothing to add
+    return;
+  }
+  // Each dump walks the whole conntrack hash: skip the IPv6 one on a node without IPv6 pods.
+  ProbeConntrackOptions options = options_;
+  const bool ipv6_pods =
+      std::any_of(snapshot.netns.begin(), snapshot.netns.end(), [](const NetnsSnapshot& netns) {
+        return !netns.netns.is_host &&
+               std::any_of(netns.routing.addresses.begin(), netns.routing.addresses.end(),
+                           [](const InterfaceAddress& a) {
+                             return a.family == Family::kIpv6 && a.global_scope && a.ifname != "lo";
+                           });
+      });
+  if (!ipv6_pods) options.snat_v6.clear();
+  snapshot.probe_conntrack = ReadProbeConntrackIn(host->netns.PrimaryPath(), options);
+}
+
+}  // namespace ad
