@@ -144,6 +144,15 @@ void AddNodeSourceFlags(FlagSet& flags) {
              .default_text = "probe containerd, CRI-O, cri-dockerd sockets",
              .help = "CRI runtime socket used to name the pods of each netns."});
   flags.Add({.name = "no-cri", .takes_value = false, .help = "Do not ask the container runtime."});
+  flags.Add({.name = "cni-conf-dir",
+             .value_name = "DIR",
+             .default_text = "/etc/cni/net.d",
+             .help = "The node's CNI config directory (under --host-root), checked for istio-cni "
+                     "in the chain the runtime uses (CNI_CHAIN_BROKEN); `off` skips the check."});
+  flags.Add({.name = "no-nft-probe",
+             .takes_value = false,
+             .help = "Skip the nftables userspace check (NFT_BACKEND_UNUSABLE): package version, "
+                     "JSON support and `nft -j list ruleset` in a throwaway netns."});
   flags.Add({.name = "no-zds",
              .takes_value = false,
              .help = "Skip the ZDS socket, process fd inventory and ztunnel admin sources (and "
@@ -246,6 +255,15 @@ std::optional<std::string> ConfigFromFlags(const FlagSet& flags, EngineConfig& c
   config.ztunnel_netns = flags.GetAll("ztunnel-netns");
   config.cri = !flags.Has("no-cri");
   config.cri_endpoints = flags.GetAll("cri-endpoint");
+  const std::string cni_conf_dir = flags.Get("cni-conf-dir", "/etc/cni/net.d");
+  if (cni_conf_dir == "off") {
+    config.cni_conf_dir.clear();
+  } else if (cni_conf_dir.empty() || cni_conf_dir.front() != '/') {
+    return "--cni-conf-dir needs an absolute directory (a host path) or off";
+  } else {
+    config.cni_conf_dir = cni_conf_dir;
+  }
+  config.nft_userspace = !flags.Has("no-nft-probe");
   return std::nullopt;
 }
 
@@ -343,7 +361,8 @@ void AddClientFlags(FlagSet& flags) {
 constexpr const char* kScanScopeFlags[] = {
     "lab",        "lab-prefix",  "proc-root",          "no-proc",       "netns-dir",
     "host-netns", "netns-match", "zds-socket",         "host-root",     "cri-endpoint",
-    "no-cri",     "no-zds",      "ztunnel-admin-port", "ztunnel-netns", "zds-stall-threshold"};
+    "no-cri",     "no-zds",      "ztunnel-admin-port", "ztunnel-netns", "zds-stall-threshold",
+    "cni-conf-dir", "no-nft-probe"};
 
 // Whether to ask the daemon: a connected client, or why not (the local scan's note).
 struct DaemonChoice {

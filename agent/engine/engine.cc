@@ -6,7 +6,9 @@
 #include <tuple>
 #include <utility>
 
+#include "scan/cni_node_source.h"
 #include "scan/cri_node_source.h"
+#include "scan/nft_node_source.h"
 #include "scan/zds_node_source.h"
 #include "scan/ztunnel_node_source.h"
 
@@ -22,6 +24,8 @@ std::map<SourceKind, std::string> DegradedSources(const NodeSnapshot& snapshot) 
   add(snapshot.errors);
   add(snapshot.zds.errors);
   add(snapshot.cri.errors);
+  add(snapshot.cni.errors);
+  add(snapshot.nft_userspace.errors);
   for (const ZtunnelAdminState& ztunnel : snapshot.ztunnels) add(ztunnel.errors);
   return degraded;
 }
@@ -50,7 +54,8 @@ std::vector<NetnsInputs> InputsOf(const NodeSnapshot& snapshot) {
 // Node-wide data a partial step may have polled again (everything but times).
 bool SameNodeSources(const NodeSnapshot& a, const NodeSnapshot& b) {
   return a.errors == b.errors && a.zds_collected == b.zds_collected && a.zds == b.zds &&
-         a.processes == b.processes && a.ztunnels == b.ztunnels && a.cri == b.cri;
+         a.processes == b.processes && a.ztunnels == b.ztunnels && a.cri == b.cri &&
+         a.cni == b.cni && a.nft_userspace == b.nft_userspace;
 }
 
 }  // namespace
@@ -80,6 +85,19 @@ ScanOptions ComposeScan(const EngineConfig& config) {
     cri.host_root = config.host_root;
     cri.proc_root = config.proc_root;
     scan.node_sources.push_back(std::make_shared<CriNodeSource>(std::move(cri)));
+  }
+  // After CRI: the chain's gaps are matched against the sandboxes' created_at.
+  if (!config.cni_conf_dir.empty()) {
+    CniSourceOptions cni;
+    cni.host_root = config.host_root;
+    cni.conf_dir = config.cni_conf_dir;
+    cni.proc_root = config.proc_root;
+    scan.node_sources.push_back(std::make_shared<CniNodeSource>(std::move(cni)));
+  }
+  if (config.nft_userspace) {
+    nft::NftUserspaceOptions nft;
+    nft.host_root = config.host_root;
+    scan.node_sources.push_back(std::make_shared<NftUserspaceNodeSource>(std::move(nft)));
   }
   return scan;
 }

@@ -37,6 +37,11 @@ struct EngineConfig {
   std::vector<std::string> ztunnel_netns;  // extra netns where a ztunnel admin may listen
   bool cri = true;
   std::vector<std::string> cri_endpoints;  // empty: probe the well-known runtime sockets
+  // issue 10, CNI chain group. The CNI config directory, a host path under host_root; empty:
+  // not read (--cni-conf-dir off).
+  std::string cni_conf_dir = "/etc/cni/net.d";
+  // The nftables userspace check (version, JSON support, a probe in a throwaway netns).
+  bool nft_userspace = true;
 
   AnalysisOptions analysis;
 };

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "model/cni.h"
 #include "model/rule.h"
 #include "model/source_error.h"
 #include "model/zds.h"
@@ -110,6 +111,10 @@ struct NodeSnapshot {
   std::vector<ProcessNetnsFds> processes;  // istio-cni and ztunnel processes only
   std::vector<ZtunnelAdminState> ztunnels;
   CriState cri;
+
+  // issue 10, CNI chain group: the CNI config directory and the nftables userspace.
+  CniConfigState cni;
+  NftUserspaceState nft_userspace;
 
   const NetnsSnapshot* Host() const;
 };

@@ -42,6 +42,10 @@ std::string_view SourceKindName(SourceKind kind) {
       return "api";
     case SourceKind::kTracing:
       return "tracing";
+    case SourceKind::kCniConfig:
+      return "cni-config";
+    case SourceKind::kNftProbe:
+      return "nft-probe";
     case SourceKind::kLab:
       return "lab";
   }

@@ -30,6 +30,9 @@ enum class SourceKind : uint8_t {
   kNftText,            // "nft-text": offline nft text parser
   kApi,                // "api": the gRPC API server (its socket)
   kTracing,            // "tracing": the eBPF flow tracer (probe, load, ring buffer)
+  // issue 10, CNI chain group:
+  kCniConfig,  // "cni-config": the CNI config directory (/etc/cni/net.d) and its files
+  kNftProbe,   // "nft-probe": the host's nft userspace (version, JSON support, probe)
   kLab,                // "lab": test and bench tooling (tests/sim, bench), never the agent
 };
 std::string_view SourceKindName(SourceKind kind);

@@ -22,6 +22,9 @@ std::string_view AlertForFinding(FindingCode code) {
       return "AmbientMeshBypass";
     case kHboneConnectFailures:
       return "AmbientHboneConnectFailures";
+    // issue 10, CNI chain group:
+    case kCniChainBroken:
+      return "AmbientCniChainBroken";
     default:
       return "";
   }
