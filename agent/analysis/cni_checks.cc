@@ -95,8 +95,8 @@ void CheckCniChain(const NodeSnapshot& snapshot, const std::vector<NetnsClassifi
     for (const SourceError& error : cni.errors) evidence.push_back(error.message);
     evidence.push_back(pods_text);
     Finding finding = MakeFinding(
-        kCode, host, "unreadable", "the CNI config directory " + cni.dir +
-                                       " could not be read: the CNI chain was not checked",
+        kCode, host, "unreadable",
+        "the CNI config directory " + cni.dir + " could not be read: the CNI chain was not checked",
         std::move(evidence),
         "Mount the node's CNI config directory into the agent (read-only) and pass its host root "
         "with --host-root; --cni-conf-dir off turns the check off.");
@@ -154,9 +154,8 @@ void CheckCniChain(const NodeSnapshot& snapshot, const std::vector<NetnsClassifi
                          std::to_string(cni.files.size()) + " candidates)");
     } else {
       evidence.push_back(cni.dir + "/" + cni.active_file + " (network \"" + cni.network_name +
-                         "\", modified " + FormatUtc(cni.active_mtime_unix_ms) +
-                         ") chains: " + Join(cni.plugin_types, " -> ") +
-                         "; no plugin of \"type\": \"istio-cni\"");
+                         "\", modified " + FormatUtc(cni.active_mtime_unix_ms) + ") chains: " +
+                         Join(cni.plugin_types, " -> ") + "; no plugin of \"type\": \"istio-cni\"");
     }
     AddSkipped(cni, evidence);
     evidence.push_back(pods_text);
@@ -173,10 +172,9 @@ void CheckCniChain(const NodeSnapshot& snapshot, const std::vector<NetnsClassifi
       if (!names.empty()) {
         const size_t total = names.size();
         if (names.size() > kMaxPodsInEvidence) names.resize(kMaxPodsInEvidence);
-        evidence.push_back("pods started since (never handed to istio-cni): " + Join(names, ", ") +
-                           (total > names.size()
-                                ? " and " + std::to_string(total - names.size()) + " more"
-                                : ""));
+        evidence.push_back(
+            "pods started since (never handed to istio-cni): " + Join(names, ", ") +
+            (total > names.size() ? " and " + std::to_string(total - names.size()) + " more" : ""));
       }
     }
     Finding finding = MakeFinding(
@@ -188,14 +186,13 @@ void CheckCniChain(const NodeSnapshot& snapshot, const std::vector<NetnsClassifi
         "cni.exclusive=false). Make the primary CNI leave other plugins in its conflist, then "
         "restart the istio-cni node agent so it re-inserts itself; pods started meanwhile must be "
         "restarted (deleted) to be captured.");
-    if (one_shot) finding.hint += " (" + one_shot_note + ".)";
     findings.push_back(std::move(finding));
   }
 
   if (cni.istio_cni_chained && !cni.kubeconfig_error.empty()) {
-    std::vector<std::string> evidence = {cni.dir + "/" + cni.active_file +
-                                             " chains istio-cni, but its kubeconfig is not usable: " +
-                                             cni.kubeconfig_error};
+    std::vector<std::string> evidence = {
+        cni.dir + "/" + cni.active_file +
+        " chains istio-cni, but its kubeconfig is not usable: " + cni.kubeconfig_error};
     if (!cni.kubeconfig_path.empty()) {
       evidence.push_back("kubeconfig " + cni.kubeconfig_path + " (under host root \"" +
                          cni.host_root + "\")");
@@ -228,8 +225,7 @@ void CheckCniChain(const NodeSnapshot& snapshot, const std::vector<NetnsClassifi
   }
 }
 
-void CheckNftUserspace(const NodeSnapshot& snapshot,
-                       const std::vector<NetnsClassification>& netns,
+void CheckNftUserspace(const NodeSnapshot& snapshot, const std::vector<NetnsClassification>& netns,
                        std::vector<Finding>& findings) {
   const NftUserspaceState& nft = snapshot.nft_userspace;
   if (!nft.collected) return;
@@ -247,8 +243,9 @@ void CheckNftUserspace(const NodeSnapshot& snapshot,
     backends += std::string(BackendName(backend)) + " " + std::to_string(count);
   }
   if (backends.empty()) backends = "none";
-  const std::string version =
-      nft.version.empty() ? "version unknown" : "version " + nft.version + " (" + nft.version_source + ")";
+  const std::string version = nft.version.empty()
+                                  ? "version unknown"
+                                  : "version " + nft.version + " (" + nft.version_source + ")";
   const NetnsSnapshot* host = snapshot.Host();
   if (nft.binary.empty()) {
     if (!pods_by_backend.contains(Backend::kNft)) return;

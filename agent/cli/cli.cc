@@ -359,9 +359,9 @@ void AddClientFlags(FlagSet& flags) {
 // --config file is not one of them: it is the node's shared agent flags (the DaemonSet's
 // agent.flags, which serve reads too), so its scope is taken to be the daemon's.
 constexpr const char* kScanScopeFlags[] = {
-    "lab",        "lab-prefix",  "proc-root",          "no-proc",       "netns-dir",
-    "host-netns", "netns-match", "zds-socket",         "host-root",     "cri-endpoint",
-    "no-cri",     "no-zds",      "ztunnel-admin-port", "ztunnel-netns", "zds-stall-threshold",
+    "lab",          "lab-prefix",  "proc-root",          "no-proc",       "netns-dir",
+    "host-netns",   "netns-match", "zds-socket",         "host-root",     "cri-endpoint",
+    "no-cri",       "no-zds",      "ztunnel-admin-port", "ztunnel-netns", "zds-stall-threshold",
     "cni-conf-dir", "no-nft-probe"};
 
 // Whether to ask the daemon: a connected client, or why not (the local scan's note).

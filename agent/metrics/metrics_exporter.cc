@@ -69,6 +69,8 @@ void ForEachSourceError(const NodeSnapshot& snapshot, Visit visit) {
     for (const SourceError& e : z.errors) visit(e);
   }
   for (const SourceError& e : snapshot.cri.errors) visit(e);
+  for (const SourceError& e : snapshot.cni.errors) visit(e);
+  for (const SourceError& e : snapshot.nft_userspace.errors) visit(e);
 }
 
 }  // namespace

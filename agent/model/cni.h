@@ -73,9 +73,9 @@ struct CniConfigState {
 // The node's nftables userspace, judged read-only (no host binary is executed under a host root).
 struct NftUserspaceState {
   bool collected = false;
-  std::string binary;         // the nft binary found ("/usr/sbin/nft"), empty when none
-  std::string version;        // "1.0.6" from the package database or the binary, empty unknown
-  std::string version_source; // "dpkg" | "binary" | ""
+  std::string binary;          // the nft binary found ("/usr/sbin/nft"), empty when none
+  std::string version;         // "1.0.6" from the package database or the binary, empty unknown
+  std::string version_source;  // "dpkg" | "binary" | ""
   std::optional<bool> json_support;  // libnftables links libjansson / the probe printed JSON
   std::string json_evidence;         // how json_support was decided
   bool probe_ran = false;            // `nft -j list ruleset` in a throwaway netns

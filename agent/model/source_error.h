@@ -33,7 +33,7 @@ enum class SourceKind : uint8_t {
   // issue 10, CNI chain group:
   kCniConfig,  // "cni-config": the CNI config directory (/etc/cni/net.d) and its files
   kNftProbe,   // "nft-probe": the host's nft userspace (version, JSON support, probe)
-  kLab,                // "lab": test and bench tooling (tests/sim, bench), never the agent
+  kLab,        // "lab": test and bench tooling (tests/sim, bench), never the agent
 };
 std::string_view SourceKindName(SourceKind kind);
 inline constexpr int kSourceKindCount = static_cast<int>(SourceKind::kLab) + 1;

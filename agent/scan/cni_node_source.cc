@@ -58,8 +58,8 @@ void CniNodeSource::Track(CniConfigState& state, int64_t now) {
 }
 
 void CniNodeSource::Collect(NodeSnapshot& snapshot) {
-  CniConfigState state = cni::ReadCniConfDir(options_.host_root, options_.conf_dir,
-                                             options_.limits);
+  CniConfigState state =
+      cni::ReadCniConfDir(options_.host_root, options_.conf_dir, options_.limits);
   Track(state, options_.clock());
   state.gaps = gaps_;
   state.gaps_dropped = gaps_dropped_;
@@ -86,9 +86,9 @@ std::vector<NetnsStart> NetnsStartTimes(const NodeSnapshot& snapshot,
                          &start_ticks)) {
         continue;
       }
-      const int64_t started = boot_seconds * 1000 + static_cast<int64_t>(
-                                                        start_ticks * 1000 /
-                                                        static_cast<uint64_t>(ticks));
+      const int64_t started =
+          boot_seconds * 1000 +
+          static_cast<int64_t>(start_ticks * 1000 / static_cast<uint64_t>(ticks));
       if (oldest.pid == 0 || started < oldest.started_unix_ms) {
         oldest = {netns.netns.inode, started, pid};
       }

@@ -24,8 +24,8 @@ struct CniSourceOptions {
   std::string conf_dir = "/etc/cni/net.d";
   std::string proc_root = "/proc";
   cni::CniReadLimits limits;
-  size_t max_gaps = 16;                // older gaps are dropped (counted)
-  std::function<int64_t()> clock;      // unix ms; default: the system clock
+  size_t max_gaps = 16;            // older gaps are dropped (counted)
+  std::function<int64_t()> clock;  // unix ms; default: the system clock
 };
 
 class CniNodeSource : public NodeSource {

@@ -94,8 +94,8 @@ class CniChainTest : public ::testing::Test {
     if (::geteuid() != 0) GTEST_SKIP() << "needs root to create network namespaces";
   }
   pb::Report LocalReport(const std::string& prefix) {
-    const lab::CommandOutput out = Doctor({"report", "--local", "--lab-prefix", prefix, "-o",
-                                           "json"});
+    const lab::CommandOutput out =
+        Doctor({"report", "--local", "--lab-prefix", prefix, "-o", "json"});
     auto report = ParseReport(out.out);
     EXPECT_TRUE(report) << out.out << out.err;
     return report.value_or(pb::Report{});
@@ -176,8 +176,8 @@ TEST_F(CniChainTest, BadDirectoryContentsGiveAClearFindingNeverACrash) {
   EXPECT_TRUE(Mentions(*chain, "does not exist")) << Dump(report);
 
   // --cni-conf-dir off: no check, no finding.
-  const lab::CommandOutput off = Doctor({"report", "--local", "--lab-prefix", options.prefix,
-                                         "--cni-conf-dir", "off", "-o", "json"});
+  const lab::CommandOutput off = Doctor(
+      {"report", "--local", "--lab-prefix", options.prefix, "--cni-conf-dir", "off", "-o", "json"});
   auto quiet = ParseReport(off.out);
   ASSERT_TRUE(quiet) << off.out << off.err;
   EXPECT_TRUE(CniFindings(*quiet).empty()) << Dump(*quiet);
@@ -209,15 +209,13 @@ TEST_F(CniChainTest, ServeNamesThePodStartedWhileTheChainLackedIstioCni) {
   const std::string log = dir.path() + "/serve.log";
   // Node sources (CRI: the new sandbox) are polled every 2 s; the chain change itself is seen
   // through inotify on the CNI config directory.
-  testing::ScopedChild serve({kDoctor, "serve", "--lab-prefix", options.prefix, "--interval",
-                              "2s", "--api-socket", socket, "--metrics-address", "off",
-                              "--no-flows"},
+  testing::ScopedChild serve({kDoctor, "serve", "--lab-prefix", options.prefix, "--interval", "2s",
+                              "--api-socket", socket, "--metrics-address", "off", "--no-flows"},
                              "", log, /*with_stderr=*/true);
   auto wait_for = [&](const std::function<bool(const pb::Report&)>& done) {
     for (int i = 0; i < 300; ++i) {
       if (fs::exists(socket)) {
-        auto report =
-            ParseReport(Doctor({"report", "--api-socket", socket, "-o", "json"}).out);
+        auto report = ParseReport(Doctor({"report", "--api-socket", socket, "-o", "json"}).out);
         if (report && report->origin().source() == "daemon" && done(*report)) return report;
       }
       std::this_thread::sleep_for(milliseconds(100));

@@ -48,8 +48,8 @@ NodeSnapshot Node(CniConfigState cni, int64_t plain_created = 0) {
   NodeSnapshot node;
   node.taken_at_unix_ms = kT0;
   node.netns.push_back(test::HealthyHost(Backend::kIptablesNft, false, {"10.0.0.5"}));
-  node.netns.push_back(test::HealthyPod("/run/netns/cni-a", kPodInode, Backend::kIptablesNft,
-                                        kDefault, "10.0.0.5"));
+  node.netns.push_back(
+      test::HealthyPod("/run/netns/cni-a", kPodInode, Backend::kIptablesNft, kDefault, "10.0.0.5"));
   node.netns.push_back(test::EmptyNetns("/run/netns/cni-b", kPlainInode));
   node.cri.available = true;
   PodIdentity ambient;
@@ -294,8 +294,8 @@ TEST(NftUserspaceChecks, AbsentBinaryMattersOnlyForNativeNftPods) {
   nft.probe_result = "no nft binary under host root \"\"";
   EXPECT_TRUE(Nft(Analyze(NftNode(nft))).empty());  // iptables-nft pods: nothing to list
   NodeSnapshot node = NftNode(nft);
-  node.netns[1] = test::HealthyPod("/run/netns/cni-a", kPodInode, Backend::kNft, kDefault,
-                                   "10.0.0.5");
+  node.netns[1] =
+      test::HealthyPod("/run/netns/cni-a", kPodInode, Backend::kNft, kDefault, "10.0.0.5");
   const auto found = Nft(Analyze(node));
   ASSERT_EQ(found.size(), 1u);
   EXPECT_EQ(found.front().subject, "absent");

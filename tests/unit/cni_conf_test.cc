@@ -1,6 +1,8 @@
 // The CNI config directory reader and the nft userspace parsers on real files in a temporary
 // directory (no root needed; the unreadable-directory case drops this thread's DAC capabilities
 // when it runs as root).
+#include "sources/cni/cni_conf.h"
+
 #include <gtest/gtest.h>
 #include <linux/capability.h>
 #include <sys/stat.h>
@@ -13,7 +15,6 @@
 #include <string>
 #include <thread>
 
-#include "sources/cni/cni_conf.h"
 #include "sources/netfilter/nft_userspace.h"
 
 namespace ad {
@@ -178,8 +179,10 @@ TEST_F(CniConfDir, UnreadableDirectoryIsAnError) {
 }
 
 TEST(CniConfParse, BadInputNeverCrashes) {
-  for (const char* text : {"", "{", "null", "\"x\"", "{\"plugins\": 5}", "{\"name\": \"n\", "
-                           "\"plugins\": [5]}", "{\"name\": \"n\", \"plugins\": [{}]}"}) {
+  for (const char* text : {"", "{", "null", "\"x\"", "{\"plugins\": 5}",
+                           "{\"name\": \"n\", "
+                           "\"plugins\": [5]}",
+                           "{\"name\": \"n\", \"plugins\": [{}]}"}) {
     const cni::CniParsedConf parsed = cni::ParseCniConf("x.conflist", text);
     EXPECT_FALSE(parsed.error.empty()) << text;
     EXPECT_FALSE(parsed.istio_cni) << text;

@@ -1,15 +1,15 @@
 // The CNI node source's gap history (when the chain lacked istio-cni), on real files with a fake
 // clock and file mtimes set by hand (no root needed).
-#include <gtest/gtest.h>
+#include "scan/cni_node_source.h"
+
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
-
-#include "scan/cni_node_source.h"
 
 namespace ad {
 namespace {
@@ -39,8 +39,7 @@ class CniSource : public ::testing::Test {
   void WriteChain(bool istio, int64_t mtime_ms) {
     const std::string path = root_ + "/etc/cni/net.d/10-x.conflist";
     std::ofstream(path) << R"({"name": "x", "plugins": [{"type": "ptp"})"
-                        << (istio ? R"(, {"type": "istio-cni", "kubeconfig": "/k"})" : "")
-                        << "]}";
+                        << (istio ? R"(, {"type": "istio-cni", "kubeconfig": "/k"})" : "") << "]}";
     const timespec times[2] = {{mtime_ms / 1000, (mtime_ms % 1000) * 1000000},
                                {mtime_ms / 1000, (mtime_ms % 1000) * 1000000}};
     ASSERT_EQ(::utimensat(AT_FDCWD, path.c_str(), times, 0), 0);

@@ -45,8 +45,8 @@ std::string Plural(size_t n, std::string_view word) {
 }
 
 // Reads one candidate (at most max_bytes + 1 bytes); `error` says why it cannot be used.
-std::string ReadCandidate(int dir_fd, const std::string& name, size_t max_bytes,
-                          std::string& bytes, int64_t& mtime_ms) {
+std::string ReadCandidate(int dir_fd, const std::string& name, size_t max_bytes, std::string& bytes,
+                          int64_t& mtime_ms) {
   UniqueFd fd(::openat(dir_fd, name.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY));
   if (!fd.valid()) {
     const int err = errno;
@@ -116,8 +116,7 @@ void ReadPlugin(const JsonValue& plugin, CniParsedConf& parsed) {
 
 }  // namespace
 
-CniParsedConf ParseCniConf(const std::string& file_name, std::string_view bytes,
-                           size_t max_bytes) {
+CniParsedConf ParseCniConf(const std::string& file_name, std::string_view bytes, size_t max_bytes) {
   CniParsedConf parsed;
   JsonParseResult json = ParseJson(bytes, JsonLimits{.max_bytes = max_bytes, .max_depth = 64});
   if (!json.value) {

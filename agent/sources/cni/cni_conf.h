@@ -15,9 +15,9 @@
 namespace ad::cni {
 
 struct CniReadLimits {
-  size_t max_files = 64;               // files read (and listed) at most
-  size_t max_file_bytes = 1 << 20;     // larger files are not parsed (listed with the reason)
-  size_t max_candidates = 10000;       // names considered; more is an error (order unknown)
+  size_t max_files = 64;            // files read (and listed) at most
+  size_t max_file_bytes = 1 << 20;  // larger files are not parsed (listed with the reason)
+  size_t max_candidates = 10000;    // names considered; more is an error (order unknown)
 };
 
 // Reads `host_root + conf_dir`; the kubeconfig path found in the istio-cni plugin is a host path
@@ -32,7 +32,7 @@ struct CniParsedConf {
   std::string network_name;
   std::vector<std::string> plugin_types;
   bool istio_cni = false;
-  std::string istio_kubeconfig;      // the istio-cni plugin's "kubeconfig" field
+  std::string istio_kubeconfig;       // the istio-cni plugin's "kubeconfig" field
   bool istio_has_kubeconfig = false;  // the field is present (even empty)
 };
 CniParsedConf ParseCniConf(const std::string& file_name, std::string_view bytes,

@@ -26,9 +26,14 @@ constexpr size_t kMaxProbeOutput = 64 << 10;
 
 constexpr const char* kNftPaths[] = {"/usr/sbin/nft", "/sbin/nft", "/usr/bin/nft", "/bin/nft",
                                      "/usr/local/sbin/nft"};
-constexpr const char* kLibDirs[] = {"/usr/lib/x86_64-linux-gnu", "/lib/x86_64-linux-gnu",
-                                    "/usr/lib/aarch64-linux-gnu", "/lib/aarch64-linux-gnu",
-                                    "/usr/lib64", "/lib64", "/usr/lib", "/lib"};
+constexpr const char* kLibDirs[] = {"/usr/lib/x86_64-linux-gnu",
+                                    "/lib/x86_64-linux-gnu",
+                                    "/usr/lib/aarch64-linux-gnu",
+                                    "/lib/aarch64-linux-gnu",
+                                    "/usr/lib64",
+                                    "/lib64",
+                                    "/usr/lib",
+                                    "/lib"};
 
 bool IsExecutableFile(const std::string& path) {
   struct stat st {};
@@ -155,9 +160,8 @@ std::string DpkgUpstreamVersion(std::string_view status_file, std::string_view p
       continue;
     }
     size_t end = status_file.find("\n\n", at);
-    const std::string_view stanza = status_file.substr(at, end == std::string_view::npos
-                                                               ? std::string_view::npos
-                                                               : end - at);
+    const std::string_view stanza =
+        status_file.substr(at, end == std::string_view::npos ? std::string_view::npos : end - at);
     at += header.size();
     if (stanza.find("\nStatus: install ok installed") == std::string_view::npos) continue;
     const size_t version = stanza.find("\nVersion: ");
@@ -208,8 +212,8 @@ NftUserspaceState ReadNftUserspace(const NftUserspaceOptions& options) {
       break;
     }
   }
-  if (std::optional<std::string> status = ReadBounded(root + "/var/lib/dpkg/status",
-                                                      kMaxStatusBytes)) {
+  if (std::optional<std::string> status =
+          ReadBounded(root + "/var/lib/dpkg/status", kMaxStatusBytes)) {
     state.version = DpkgUpstreamVersion(*status, "nftables");
     if (state.version.empty()) state.version = DpkgUpstreamVersion(*status, "libnftables1");
     if (!state.version.empty()) state.version_source = "dpkg";
@@ -227,7 +231,8 @@ NftUserspaceState ReadNftUserspace(const NftUserspaceOptions& options) {
     break;
   }
   if (state.binary.empty()) {
-    state.probe_result = "no nft binary under host root \"" + root + "\" (/usr/sbin, /sbin, "
+    state.probe_result = "no nft binary under host root \"" + root +
+                         "\" (/usr/sbin, /sbin, "
                          "/usr/bin, /bin, /usr/local/sbin)";
     return state;
   }
@@ -235,13 +240,19 @@ NftUserspaceState ReadNftUserspace(const NftUserspaceOptions& options) {
     state.probe_result = "not run (--no-nft-probe)";
     return state;
   }
+  // The library's dependency decides it: a fork and exec (~10 ms) would only confirm it.
+  if (state.json_support.has_value() && options.probe_binary.empty()) {
+    state.probe_result = "not needed (decided by the library)";
+    return state;
+  }
   if (!root.empty() && root != "/") {
-    state.probe_result = "not run under host root " + root +
-                         " (the agent does not execute host binaries)";
+    state.probe_result =
+        "not run under host root " + root + " (the agent does not execute host binaries)";
     return state;
   }
   state.probe_ran = true;
-  ProbeOutput probe = RunProbe(state.binary, options.probe_timeout);
+  ProbeOutput probe = RunProbe(options.probe_binary.empty() ? state.binary : options.probe_binary,
+                               options.probe_timeout);
   if (!probe.failure.empty()) {
     state.probe_result = probe.failure;
     state.errors.push_back({kSource, "nft -j list ruleset (throwaway netns): " + probe.failure});

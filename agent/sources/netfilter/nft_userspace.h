@@ -1,6 +1,7 @@
 // The node's nftables userspace, read-only (NFT_BACKEND_UNUSABLE): where nft is, its version from
 // the package database, whether its libnftables was built with JSON (a libjansson dependency in
-// the library's dynamic section), and a probe: `nft -j list ruleset` in a throwaway netns.
+// the library's dynamic section), and, when that library is not found (a static or unusual
+// build), a probe: `nft -j list ruleset` in a throwaway netns.
 //
 // The probe executes the host's binary, so it runs only when the agent runs on the node itself
 // (host root "" or "/"): there the binary is the node's own tooling, resolved with the node's
@@ -23,6 +24,8 @@ struct NftUserspaceOptions {
   std::string host_root;
   std::chrono::milliseconds probe_timeout{2000};
   bool allow_probe = true;  // also needs host_root "" or "/"
+  // Tests: probe this executable instead of the nft found (still in a throwaway netns).
+  std::string probe_binary;
 };
 
 NftUserspaceState ReadNftUserspace(const NftUserspaceOptions& options);

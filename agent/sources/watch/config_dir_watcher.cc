@@ -12,8 +12,8 @@ namespace {
 constexpr uint32_t kDirMask = IN_CREATE | IN_DELETE | IN_MODIFY | IN_CLOSE_WRITE | IN_MOVED_TO |
                               IN_MOVED_FROM | IN_ATTRIB | IN_DELETE_SELF | IN_MOVE_SELF |
                               IN_ONLYDIR;
-constexpr uint32_t kAncestorMask = IN_CREATE | IN_MOVED_TO | IN_DELETE_SELF | IN_MOVE_SELF |
-                                   IN_ONLYDIR;
+constexpr uint32_t kAncestorMask =
+    IN_CREATE | IN_MOVED_TO | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR;
 
 std::string Parent(const std::string& path) {
   const size_t slash = path.find_last_of('/');
@@ -41,7 +41,8 @@ void ConfigDirWatcher::Arm() {
   watching_dir_ = false;
   for (std::string path = dir_;; path = Parent(path)) {
     const bool is_dir = path == dir_;
-    const int wd = ::inotify_add_watch(inotify_.get(), path.c_str(), is_dir ? kDirMask : kAncestorMask);
+    const int wd =
+        ::inotify_add_watch(inotify_.get(), path.c_str(), is_dir ? kDirMask : kAncestorMask);
     if (wd >= 0) {
       descriptor_ = wd;
       watching_dir_ = is_dir;

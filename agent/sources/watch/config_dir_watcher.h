@@ -24,7 +24,8 @@ class ConfigDirWatcher {
   uint64_t overflows() const { return overflows_; }
 
  private:
-  ConfigDirWatcher(std::string dir, UniqueFd inotify) : dir_(std::move(dir)), inotify_(std::move(inotify)) {}
+  ConfigDirWatcher(std::string dir, UniqueFd inotify)
+      : dir_(std::move(dir)), inotify_(std::move(inotify)) {}
   void Arm();
 
   std::string dir_;

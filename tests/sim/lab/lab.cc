@@ -1014,10 +1014,15 @@ Status SetUpHostRoot(const LabNode& node) {
   std::error_code error;
   fs::create_directories(node.host_root + "/var", error);
   if (error) return LabError("mkdir " + node.host_root + "/var: " + error.message());
-  for (const std::string link : {node.host_root + "/run", node.host_root + "/var/run"}) {
+  // The machine's /run (sockets, netns pins) and its nftables userspace (binary, libraries,
+  // package database: what the nft userspace check reads under a host root).
+  const std::pair<std::string, std::string> links[] = {
+      {"/run", "/run"}, {"/var/run", "/run"}, {"/var/lib", "/var/lib"}, {"/usr", "/usr"}};
+  for (const auto& [inside, target] : links) {
+    const std::string link = node.host_root + inside;
     fs::remove(link, error);
-    fs::create_directory_symlink("/run", link, error);
-    if (error) return LabError("symlink " + link + " -> /run: " + error.message());
+    fs::create_directory_symlink(target, link, error);
+    if (error) return LabError("symlink " + link + " -> " + target + ": " + error.message());
   }
   return WriteLabCniConfig(node.prefix, !NodeHasFault(node, FaultKind::kCniChainMissing));
 }

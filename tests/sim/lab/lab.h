@@ -136,7 +136,8 @@ struct LabNode {
   LabTimings timings;
   // The lab host's root for host paths (--host-root): <run dir>/host-root, holding the CNI
   // config directory etc/cni/net.d (a conflist and istio-cni's kubeconfig); run and var/run are
-  // symlinks to the machine's /run, so the ZDS socket, CRI socket and netns pins resolve.
+  // symlinks to the machine's /run, so the ZDS socket, CRI socket and netns pins resolve, and
+  // usr and var/lib to the machine's, so the nft userspace check finds the machine's nft.
   std::string host_root;
   std::string cni_conf_dir;  // host_root + /etc/cni/net.d
 
