@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "sources/netfilter/nft_userspace.h"
+#include "sources/watch/config_dir_watcher.h"
 
 namespace ad {
 namespace {
@@ -176,6 +177,23 @@ TEST_F(CniConfDir, UnreadableDirectoryIsAnError) {
   ASSERT_EQ(state.errors.size(), 1u);
   EXPECT_EQ(state.errors[0].kind, SourceKind::kCniConfig);
   EXPECT_NE(state.errors[0].message.find("Permission denied"), std::string::npos);
+}
+
+TEST_F(CniConfDir, WatcherSeesChangesAndWaitsForAMissingDirectory) {
+  fs::remove_all(root_ + "/etc/cni");
+  Result<watch::ConfigDirWatcher> watcher = watch::ConfigDirWatcher::Open(dir());
+  ASSERT_TRUE(watcher.ok()) << watcher.error().message;
+  EXPECT_FALSE(watcher->watching_dir());
+  std::ofstream(root_ + "/etc/unrelated") << "x";  // another name in the watched ancestor
+  EXPECT_FALSE(watcher->Drain());
+  fs::create_directories(dir());  // etc/cni (and net.d in it) appear
+  EXPECT_TRUE(watcher->Drain());
+  EXPECT_TRUE(watcher->watching_dir());  // re-armed on the directory itself
+  Write("10-calico.conflist", kChain);
+  EXPECT_TRUE(watcher->Drain());
+  EXPECT_FALSE(watcher->Drain());  // nothing new
+  fs::rename(dir() + "/10-calico.conflist", dir() + "/20-calico.conflist");
+  EXPECT_TRUE(watcher->Drain());
 }
 
 TEST(CniConfParse, BadInputNeverCrashes) {

@@ -1,5 +1,6 @@
 #include "sources/netfilter/nft_userspace.h"
 
+#include <elf.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <sched.h>
@@ -8,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cstring>
@@ -21,7 +23,6 @@ namespace {
 
 constexpr SourceKind kSource = SourceKind::kNftProbe;
 constexpr size_t kMaxStatusBytes = 64 << 20;  // dpkg status of a large install: a few MiB
-constexpr size_t kMaxLibraryBytes = 32 << 20;
 constexpr size_t kMaxProbeOutput = 64 << 10;
 
 constexpr const char* kNftPaths[] = {"/usr/sbin/nft", "/sbin/nft", "/usr/bin/nft", "/bin/nft",
@@ -53,6 +54,46 @@ std::optional<std::string> ReadBounded(const std::string& path, size_t max) {
     data.append(chunk.data(), static_cast<size_t>(n));
   }
   return data;
+}
+
+// The DT_NEEDED names of an ELF64 shared object (a few pread()s: section headers, .dynamic and
+// its string table); nullopt when the file is not a readable little ELF64.
+std::optional<std::vector<std::string>> NeededLibraries(const std::string& path) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY));
+  if (!fd.valid()) return std::nullopt;
+  auto read_at = [&fd](void* out, size_t size, uint64_t offset) {
+    return ::pread(fd.get(), out, size, static_cast<off_t>(offset)) == static_cast<ssize_t>(size);
+  };
+  Elf64_Ehdr header{};
+  if (!read_at(&header, sizeof(header), 0) || std::memcmp(header.e_ident, ELFMAG, SELFMAG) != 0 ||
+      header.e_ident[EI_CLASS] != ELFCLASS64 || header.e_shentsize != sizeof(Elf64_Shdr) ||
+      header.e_shnum == 0 || header.e_shnum > 4096) {
+    return std::nullopt;
+  }
+  std::vector<Elf64_Shdr> sections(header.e_shnum);
+  if (!read_at(sections.data(), sections.size() * sizeof(Elf64_Shdr), header.e_shoff)) {
+    return std::nullopt;
+  }
+  for (const Elf64_Shdr& section : sections) {
+    if (section.sh_type != SHT_DYNAMIC || section.sh_link >= sections.size()) continue;
+    const Elf64_Shdr& strings = sections[section.sh_link];
+    constexpr uint64_t kMaxTable = 1 << 20;
+    if (section.sh_size > kMaxTable || strings.sh_size > kMaxTable) return std::nullopt;
+    std::vector<Elf64_Dyn> entries(section.sh_size / sizeof(Elf64_Dyn));
+    std::string table(strings.sh_size, '\0');
+    if (!read_at(entries.data(), entries.size() * sizeof(Elf64_Dyn), section.sh_offset) ||
+        !read_at(table.data(), table.size(), strings.sh_offset)) {
+      return std::nullopt;
+    }
+    std::vector<std::string> needed;
+    for (const Elf64_Dyn& entry : entries) {
+      if (entry.d_tag == DT_NULL) break;
+      if (entry.d_tag != DT_NEEDED || entry.d_un.d_val >= table.size()) continue;
+      needed.emplace_back(table.c_str() + entry.d_un.d_val);
+    }
+    return needed;
+  }
+  return std::vector<std::string>{};
 }
 
 std::string FirstLine(std::string_view text) {
@@ -221,9 +262,11 @@ NftUserspaceState ReadNftUserspace(const NftUserspaceOptions& options) {
   // libnftables' dynamic section names libjansson when it was built with JSON.
   for (const char* dir : kLibDirs) {
     const std::string library = root + std::string(dir) + "/libnftables.so.1";
-    std::optional<std::string> bytes = ReadBounded(library, kMaxLibraryBytes);
-    if (!bytes) continue;
-    const bool jansson = bytes->find("libjansson.so") != std::string::npos;
+    std::optional<std::vector<std::string>> needed = NeededLibraries(library);
+    if (!needed) continue;
+    const bool jansson = std::any_of(needed->begin(), needed->end(), [](const std::string& name) {
+      return name.starts_with("libjansson.so");
+    });
     state.json_support = jansson;
     state.json_evidence = std::string(dir) + "/libnftables.so.1 " +
                           (jansson ? "links libjansson (built with JSON)"

@@ -46,6 +46,10 @@ void ConfigDirWatcher::Arm() {
     if (wd >= 0) {
       descriptor_ = wd;
       watching_dir_ = is_dir;
+      if (!is_dir) {
+        const size_t start = path == "/" ? 1 : path.size() + 1;
+        next_component_ = dir_.substr(start, dir_.find('/', start) - start);
+      }
       return;
     }
     if (errno != ENOENT && errno != ENOTDIR) return;
@@ -64,9 +68,18 @@ bool ConfigDirWatcher::Drain() {
       const auto* event = reinterpret_cast<const inotify_event*>(buffer.data() + offset);
       offset += static_cast<ssize_t>(sizeof(inotify_event) + event->len);
       if (event->mask & IN_Q_OVERFLOW) ++overflows_;
-      if (event->mask & (IN_IGNORED | IN_DELETE_SELF | IN_MOVE_SELF)) rearm = true;
-      // An ancestor's event: the directory (or a step towards it) may exist now.
-      if (!watching_dir_) rearm = true;
+      // Events of a watch already replaced (its IN_IGNORED follows inotify_rm_watch) are stale.
+      if (!(event->mask & IN_Q_OVERFLOW) && event->wd != descriptor_) continue;
+      if (event->mask & (IN_IGNORED | IN_DELETE_SELF | IN_MOVE_SELF | IN_Q_OVERFLOW)) {
+        rearm = true;
+        changed = true;
+        continue;
+      }
+      if (!watching_dir_) {
+        // An ancestor's event matters only for the name that leads to the directory.
+        if (event->len > 0 && next_component_ == event->name) rearm = changed = true;
+        continue;
+      }
       changed = true;
     }
   }

@@ -32,6 +32,7 @@ class ConfigDirWatcher {
   UniqueFd inotify_;
   int descriptor_ = -1;
   bool watching_dir_ = false;
+  std::string next_component_;  // watching an ancestor: the name that leads to dir_
   uint64_t overflows_ = 0;
 };
 
