@@ -243,21 +243,38 @@ std::string JudgeProbe(int exit_status, std::string_view out, std::string_view e
   return "exit 0 but no JSON on stdout (" + FirstLine(out) + ")";
 }
 
+namespace {
+
+void JudgeJson(const NftUserspaceOptions& options, NftUserspaceState& state);
+
+}  // namespace
+
 NftUserspaceState ReadNftUserspace(const NftUserspaceOptions& options) {
   NftUserspaceState state;
   state.collected = true;
+  JudgeJson(options, state);
+  // The version is evidence for a finding: the package database (~1 MB) is read only when JSON
+  // support is missing or unknown.
+  if (!state.json_support.value_or(false)) {
+    if (std::optional<std::string> status =
+            ReadBounded(options.host_root + "/var/lib/dpkg/status", kMaxStatusBytes)) {
+      state.version = DpkgUpstreamVersion(*status, "nftables");
+      if (state.version.empty()) state.version = DpkgUpstreamVersion(*status, "libnftables1");
+      if (!state.version.empty()) state.version_source = "dpkg";
+    }
+  }
+  return state;
+}
+
+namespace {
+
+void JudgeJson(const NftUserspaceOptions& options, NftUserspaceState& state) {
   const std::string& root = options.host_root;
   for (const char* candidate : kNftPaths) {
     if (IsExecutableFile(root + candidate)) {
       state.binary = candidate;
       break;
     }
-  }
-  if (std::optional<std::string> status =
-          ReadBounded(root + "/var/lib/dpkg/status", kMaxStatusBytes)) {
-    state.version = DpkgUpstreamVersion(*status, "nftables");
-    if (state.version.empty()) state.version = DpkgUpstreamVersion(*status, "libnftables1");
-    if (!state.version.empty()) state.version_source = "dpkg";
   }
   // libnftables' dynamic section names libjansson when it was built with JSON.
   for (const char* dir : kLibDirs) {
@@ -277,21 +294,21 @@ NftUserspaceState ReadNftUserspace(const NftUserspaceOptions& options) {
     state.probe_result = "no nft binary under host root \"" + root +
                          "\" (/usr/sbin, /sbin, "
                          "/usr/bin, /bin, /usr/local/sbin)";
-    return state;
+    return;
   }
   if (!options.allow_probe) {
     state.probe_result = "not run (--no-nft-probe)";
-    return state;
+    return;
   }
   // The library's dependency decides it: a fork and exec (~10 ms) would only confirm it.
   if (state.json_support.has_value() && options.probe_binary.empty()) {
     state.probe_result = "not needed (decided by the library)";
-    return state;
+    return;
   }
   if (!root.empty() && root != "/") {
     state.probe_result =
         "not run under host root " + root + " (the agent does not execute host binaries)";
-    return state;
+    return;
   }
   state.probe_ran = true;
   ProbeOutput probe = RunProbe(options.probe_binary.empty() ? state.binary : options.probe_binary,
@@ -299,7 +316,7 @@ NftUserspaceState ReadNftUserspace(const NftUserspaceOptions& options) {
   if (!probe.failure.empty()) {
     state.probe_result = probe.failure;
     state.errors.push_back({kSource, "nft -j list ruleset (throwaway netns): " + probe.failure});
-    return state;
+    return;
   }
   std::optional<bool> json;
   state.probe_result = JudgeProbe(probe.status, probe.out, probe.err, json);
@@ -307,7 +324,8 @@ NftUserspaceState ReadNftUserspace(const NftUserspaceOptions& options) {
     state.json_support = json;
     state.json_evidence = "`nft -j list ruleset` in a throwaway netns: " + state.probe_result;
   }
-  return state;
 }
+
+}  // namespace
 
 }  // namespace ad::nft
