@@ -3,9 +3,12 @@
 // kernel's bare nf_tables dump floor (nft_dump_floor) and the five-command shell-out baseline.
 //
 //   oneshot_bench [--pods 250] [--runs 15] [--sample 20] [--prefix adshot] [--compare BINARY]
+//                 [--compare-args "FLAG ..."]
 //
 // --compare times another ambient-doctor build (e.g. an older commit) the same way, interleaved
-// with this one, so a before/after pair shares the machine's load.
+// with this one, so a before/after pair shares the machine's load. --compare-args adds report
+// flags to the compared runs (space-separated), e.g. the same binary with a check turned off:
+//   --compare build/agent/ambient-doctor --compare-args "--cni-conf-dir off --no-nft-probe"
 //
 // Needs root: brings up a lab of N pods (Istio default v4 rules with DNS capture, iptables-nft)
 // plus a one-netns lab for start-up, and removes both. Prints; never asserts. Targets (issue 6
@@ -47,7 +50,8 @@ struct Flags {
   int runs = 15;
   int sample = 20;
   std::string prefix = "adshot";
-  std::string compare;  // another ambient-doctor binary, timed alongside
+  std::string compare;                    // another ambient-doctor binary, timed alongside
+  std::vector<std::string> compare_args;  // extra report flags of the compared runs
 };
 
 std::optional<Flags> ParseFlags(int argc, char** argv) {
@@ -66,6 +70,14 @@ std::optional<Flags> ParseFlags(int argc, char** argv) {
       flags.prefix = value;
     } else if (argument == "--compare") {
       flags.compare = value;
+    } else if (argument == "--compare-args") {
+      std::string_view rest = value;
+      while (!rest.empty()) {
+        const size_t space = rest.find(' ');
+        if (space != 0) flags.compare_args.emplace_back(rest.substr(0, space));
+        if (space == std::string_view::npos) break;
+        rest.remove_prefix(space + 1);
+      }
     } else {
       return std::nullopt;
     }
@@ -172,7 +184,7 @@ int Main(int argc, char** argv) {
   if (!flags) {
     std::fprintf(stderr,
                  "usage: oneshot_bench [--pods 250] [--runs 15] [--sample 20] [--prefix adshot] "
-                 "[--compare BINARY]\n");
+                 "[--compare BINARY] [--compare-args \"FLAG ...\"]\n");
     return 2;
   }
   if (::geteuid() != 0) {
@@ -211,17 +223,19 @@ int Main(int argc, char** argv) {
   struct BinaryFigures {
     ChildTiming json, table, single, version;
   };
-  const auto measure = [&](const std::string& binary) {
+  const auto measure = [&](const std::string& binary, const std::vector<std::string>& extra) {
     const auto report = [&](const std::string& prefix, const char* format) {
-      return TimeChild({binary, "report", "--lab-prefix", prefix, "-o", format}, runs);
+      std::vector<std::string> argv = {binary, "report", "--lab-prefix", prefix, "-o", format};
+      argv.insert(argv.end(), extra.begin(), extra.end());
+      return TimeChild(argv, runs);
     };
     return BinaryFigures{report(flags->prefix, "json"), report(flags->prefix, "table"),
                          report(single_prefix, "json"), TimeChild({binary, "version"}, runs)};
   };
   std::vector<BinaryFigures> measured;
   for (int half = 0; half < 2; ++half) {  // two halves, alternating, against drifting load
-    measured.push_back(measure(doctor));
-    if (!flags->compare.empty()) measured.push_back(measure(flags->compare));
+    measured.push_back(measure(doctor, {}));
+    if (!flags->compare.empty()) measured.push_back(measure(flags->compare, flags->compare_args));
   }
   auto merged = [&](size_t first) {
     const size_t stride = flags->compare.empty() ? 1 : 2;

@@ -356,6 +356,8 @@ NodeAnalysis Analyze(const NodeSnapshot& snapshot, const AnalysisOptions& option
   }
   analysis::CheckProbePath(snapshot, states, options, ages, result.findings);
   ages.EndScan();
+  analysis::CheckCniChain(snapshot, result.netns, options, result.findings);
+  analysis::CheckNftUserspace(snapshot, result.netns, result.findings);
   analysis::AnnotatePods(snapshot, result.netns, result.findings);
 
   std::stable_sort(result.findings.begin(), result.findings.end(),

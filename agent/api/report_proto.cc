@@ -204,6 +204,44 @@ void FillNode(const NodeSnapshot& snapshot, pb::Node* node) {
     probe->set_syn_sent_timeout_s(conntrack.syn_sent_timeout_s);
     probe->set_dump_ms(conntrack.dump_ms);
     AddErrors(conntrack.errors, probe->mutable_errors());
+  if (snapshot.cni.collected) {
+    const CniConfigState& cni = snapshot.cni;
+    pb::CniConfig* c = node->mutable_cni();
+    c->set_dir(cni.dir);
+    c->set_dir_readable(cni.dir_readable);
+    for (const CniConfFile& file : cni.files) {
+      pb::CniConfFile* f = c->add_files();
+      f->set_name(file.name);
+      f->set_error(file.error);
+    }
+    c->set_files_omitted(static_cast<uint32_t>(cni.files_omitted));
+    c->set_active_file(cni.active_file);
+    c->set_active_mtime_unix_ms(static_cast<double>(cni.active_mtime_unix_ms));
+    c->set_network_name(cni.network_name);
+    for (const std::string& type : cni.plugin_types) c->add_plugin_types(type);
+    c->set_istio_cni_chained(cni.istio_cni_chained);
+    c->set_kubeconfig_path(cni.kubeconfig_path);
+    c->set_kubeconfig_error(cni.kubeconfig_error);
+    for (const CniChainGap& gap : cni.gaps) {
+      pb::CniChainGap* g = c->add_gaps();
+      g->set_start_unix_ms(static_cast<double>(gap.start_unix_ms));
+      g->set_end_unix_ms(static_cast<double>(gap.end_unix_ms));
+      g->set_file(gap.file);
+    }
+    AddErrors(cni.errors, c->mutable_errors());
+  }
+  if (snapshot.nft_userspace.collected) {
+    const NftUserspaceState& nft = snapshot.nft_userspace;
+    pb::NftUserspace* n = node->mutable_nft_userspace();
+    n->set_binary(nft.binary);
+    n->set_version(nft.version);
+    n->set_version_source(nft.version_source);
+    n->set_json_support_known(nft.json_support.has_value());
+    n->set_json_support(nft.json_support.value_or(false));
+    n->set_json_evidence(nft.json_evidence);
+    n->set_probe_ran(nft.probe_ran);
+    n->set_probe_result(nft.probe_result);
+    AddErrors(nft.errors, n->mutable_errors());
   }
 }
 

@@ -153,6 +153,15 @@ void AddNodeSourceFlags(FlagSet& flags) {
              .default_text = "10s",
              .help = "How long probe connections to a pod must stay unreplied before "
                      "PROBE_PATH_BROKEN (across scans, or by the conntrack entry's age)."});
+  flags.Add({.name = "cni-conf-dir",
+             .value_name = "DIR",
+             .default_text = "/etc/cni/net.d",
+             .help = "The node's CNI config directory (under --host-root), checked for istio-cni "
+                     "in the chain the runtime uses (CNI_CHAIN_BROKEN); `off` skips the check."});
+  flags.Add({.name = "no-nft-probe",
+             .takes_value = false,
+             .help = "Skip the nftables userspace check (NFT_BACKEND_UNUSABLE): package version, "
+                     "JSON support and `nft -j list ruleset` in a throwaway netns."});
   flags.Add({.name = "no-zds",
              .takes_value = false,
              .help = "Skip the ZDS socket, process fd inventory and ztunnel admin sources (and "
@@ -261,6 +270,15 @@ std::optional<std::string> ConfigFromFlags(const FlagSet& flags, EngineConfig& c
     return "--probe-path-threshold needs a positive duration such as 10s";
   }
   config.analysis.probe_path_threshold_ms = *probe_threshold;
+  const std::string cni_conf_dir = flags.Get("cni-conf-dir", "/etc/cni/net.d");
+  if (cni_conf_dir == "off") {
+    config.cni_conf_dir.clear();
+  } else if (cni_conf_dir.empty() || cni_conf_dir.front() != '/') {
+    return "--cni-conf-dir needs an absolute directory (a host path) or off";
+  } else {
+    config.cni_conf_dir = cni_conf_dir;
+  }
+  config.nft_userspace = !flags.Has("no-nft-probe");
   return std::nullopt;
 }
 
@@ -355,12 +373,12 @@ void AddClientFlags(FlagSet& flags) {
 // --api-socket, refuses). --lab and --lab-prefix select the lab node, never the daemon's. A
 // --config file is not one of them: it is the node's shared agent flags (the DaemonSet's
 // agent.flags, which serve reads too), so its scope is taken to be the daemon's.
-constexpr const char* kScanScopeFlags[] = {"lab", "lab-prefix", "proc-root", "no-proc", "netns-dir",
-                                           "host-netns", "netns-match", "zds-socket", "host-root",
-                                           "cri-endpoint", "no-cri", "no-zds", "ztunnel-admin-port",
-                                           "ztunnel-netns", "zds-stall-threshold",
-                                           // Issue 10, probe path:
-                                           "no-probe-path", "probe-path-threshold"};
+constexpr const char* kScanScopeFlags[] = {
+    "lab", "lab-prefix", "proc-root", "no-proc", "netns-dir", "host-netns", "netns-match",
+    "zds-socket", "host-root", "cri-endpoint", "no-cri", "no-zds", "ztunnel-admin-port",
+    "ztunnel-netns", "zds-stall-threshold",
+    // Issue 10:
+    "no-probe-path", "probe-path-threshold", "cni-conf-dir", "no-nft-probe"};
 
 // Whether to ask the daemon: a connected client, or why not (the local scan's note).
 struct DaemonChoice {

@@ -10,10 +10,12 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <utility>
 
 #include "model/json.h"
 #include "sources/watch/change_monitor.h"
+#include "sources/watch/config_dir_watcher.h"
 
 namespace ad {
 namespace {
@@ -225,9 +227,24 @@ StepPlan Daemon::GatedResync(watch::ChangeMonitor& monitor, const std::set<uint6
 
 void Daemon::Run(LogFormat format) {
   using Clock = std::chrono::steady_clock;
+  // The CNI config directory: a chain change is re-read at once (CNI_CHAIN_BROKEN's gaps start
+  // when the chain broke, not at the next poll).
+  std::optional<watch::ConfigDirWatcher> cni_watcher;
+  if (!options_.engine.cni_conf_dir.empty()) {
+    auto opened =
+        watch::ConfigDirWatcher::Open(options_.engine.host_root + options_.engine.cni_conf_dir);
+    if (opened.ok()) {
+      cni_watcher.emplace(std::move(opened).value());
+    } else {
+      spdlog::warn("{}", NoteLine("CNI config directory not watched, read every interval: " +
+                                      opened.error().message,
+                                  format));
+    }
+  }
   std::unique_ptr<watch::ChangeMonitor> monitor;
   if (options_.event_driven) {
     watch::ChangeMonitorConfig config;
+    config.external_fd = cni_watcher ? cni_watcher->fd() : -1;
     config.coalesce_window = options_.coalesce_window;
     config.legacy_interval = options_.poll_interval;
     config.netns_dirs = options_.engine.discovery.netns_dirs;
@@ -296,11 +313,20 @@ void Daemon::Run(LogFormat format) {
       next_poll = now + options_.poll_interval;
       continue;
     }
+    // A CNI config change: the node sources again now (netns reads stay as planned).
+    auto cni_changed = [&] {
+      if (!cni_watcher || !cni_watcher->Drain()) return false;
+      spdlog::debug("{}", NoteLine("CNI config directory changed: " + cni_watcher->dir(), format));
+      step(StepTrigger::kEvent,
+           StepPlan{.full = !monitor, .dirty_netns = dirty, .node_sources = true});
+      return true;
+    };
     if (!monitor) {
       const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(
           std::min({next_poll, next_resync, now + kStopCheck}) - now);
-      pollfd stop{wake_.get(), POLLIN, 0};
-      (void)::poll(&stop, 1, static_cast<int>(std::max<int64_t>(wait.count(), 1)));
+      pollfd fds[2] = {{wake_.get(), POLLIN, 0}, {cni_watcher ? cni_watcher->fd() : -1, POLLIN, 0}};
+      (void)::poll(fds, 2, static_cast<int>(std::max<int64_t>(wait.count(), 1)));
+      if (fds[1].revents & POLLIN) (void)cni_changed();
       continue;
     }
     // With netns already dirty (newly watched ones), only collect what is ready now.
@@ -317,6 +343,7 @@ void Daemon::Run(LogFormat format) {
     for (; overflows_seen < monitor->counters().overflows; ++overflows_seen) {
       if (options_.on_event_overflow) options_.on_event_overflow();
     }
+    if (monitor->external_ready() && cni_changed()) continue;
     if (!dirty.empty()) {
       step(StepTrigger::kEvent,
            StepPlan{.full = false, .dirty_netns = dirty, .node_sources = false});

@@ -10,7 +10,9 @@
 #include <utility>
 
 #include "scan/conntrack_node_source.h"
+#include "scan/cni_node_source.h"
 #include "scan/cri_node_source.h"
+#include "scan/nft_node_source.h"
 #include "scan/zds_node_source.h"
 #include "scan/ztunnel_node_source.h"
 
@@ -27,6 +29,8 @@ std::map<SourceKind, std::string> DegradedSources(const NodeSnapshot& snapshot) 
   add(snapshot.zds.errors);
   add(snapshot.cri.errors);
   add(snapshot.probe_conntrack.errors);
+  add(snapshot.cni.errors);
+  add(snapshot.nft_userspace.errors);
   for (const ZtunnelAdminState& ztunnel : snapshot.ztunnels) add(ztunnel.errors);
   return degraded;
 }
@@ -158,6 +162,7 @@ bool SameNodeSources(const NodeSnapshot& a, const NodeSnapshot& b) {
   return a.errors == b.errors && a.zds_collected == b.zds_collected && a.zds == b.zds &&
          a.processes == b.processes && a.ztunnels == b.ztunnels && a.cri == b.cri &&
          a.probe_conntrack == b.probe_conntrack;
+         a.cni == b.cni && a.nft_userspace == b.nft_userspace;
 }
 
 }  // namespace
@@ -194,6 +199,18 @@ ScanOptions ComposeScan(const EngineConfig& config) {
     conntrack.snat_v6 = config.analysis.probe_snat_v6;
     conntrack.max_entries = config.probe_conntrack_max_entries;
     scan.node_sources.push_back(std::make_shared<ConntrackNodeSource>(std::move(conntrack)));
+  // After CRI: the chain's gaps are matched against the sandboxes' created_at.
+  if (!config.cni_conf_dir.empty()) {
+    CniSourceOptions cni;
+    cni.host_root = config.host_root;
+    cni.conf_dir = config.cni_conf_dir;
+    cni.proc_root = config.proc_root;
+    scan.node_sources.push_back(std::make_shared<CniNodeSource>(std::move(cni)));
+  }
+  if (config.nft_userspace) {
+    nft::NftUserspaceOptions nft;
+    nft.host_root = config.host_root;
+    scan.node_sources.push_back(std::make_shared<NftUserspaceNodeSource>(std::move(nft)));
   }
   return scan;
 }

@@ -41,6 +41,11 @@ struct EngineConfig {
   // the probe SNAT addresses (analysis.probe_snat_v4/v6).
   bool probe_conntrack = true;
   size_t probe_conntrack_max_entries = 1024;
+  // issue 10, CNI chain group. The CNI config directory, a host path under host_root; empty:
+  // not read (--cni-conf-dir off).
+  std::string cni_conf_dir = "/etc/cni/net.d";
+  // The nftables userspace check (version, JSON support, a probe in a throwaway netns).
+  bool nft_userspace = true;
 
   AnalysisOptions analysis;
 };

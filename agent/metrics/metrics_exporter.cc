@@ -70,6 +70,8 @@ void ForEachSourceError(const NodeSnapshot& snapshot, Visit visit) {
   }
   for (const SourceError& e : snapshot.cri.errors) visit(e);
   for (const SourceError& e : snapshot.probe_conntrack.errors) visit(e);
+  for (const SourceError& e : snapshot.cni.errors) visit(e);
+  for (const SourceError& e : snapshot.nft_userspace.errors) visit(e);
 }
 
 }  // namespace

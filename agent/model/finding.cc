@@ -198,6 +198,22 @@ const std::vector<FindingCodeInfo>& AllFindingCodes() {
        "cloud security group or NetworkPolicy, istio#52208, #58531). Allow the probe SNAT "
        "address in that datapath (for Cilium: do not drop packets from the host's "
        "169.254.7.127), then watch the pod become Ready."},
+      // issue 10, CNI chain group:
+      {kCniChainBroken, "CNI_CHAIN_BROKEN", Severity::kCritical,
+       "While ambient pods run on the node, the CNI config the runtime uses (the first loadable "
+       "file of /etc/cni/net.d by name) does not chain istio-cni, or istio-cni's kubeconfig is "
+       "missing; the daemon also names the pods whose sandbox started while the chain lacked "
+       "istio-cni (warning: never captured, istio#55968).",
+       "The primary CNI rewrote its conflist and dropped istio-cni (Cilium needs "
+       "cni.exclusive=false); fix the primary CNI's config ownership, restart the istio-cni node "
+       "agent so it re-inserts itself, then delete the pods started meanwhile."},
+      {kNftBackendUnusable, "NFT_BACKEND_UNUSABLE", Severity::kInfo,
+       "The node's nftables userspace cannot print JSON (istio-cni 1.31 then falls back to "
+       "iptables) or is older than the nft that wrote the rules, so an nft-mode install may run "
+       "iptables, or nft cannot list Istio's tables properly.",
+       "Install an nft built with JSON support (Debian/Ubuntu nftables has it) and at least the "
+       "version istio-cni's image ships, or pin istio-cni to iptables mode explicitly so the "
+       "backend does not change silently."},
   };
   return codes;
 }

@@ -42,6 +42,9 @@ enum class FindingCode : uint8_t {
   kInpodProxyBlocked,
   // Issue 10, probe path:
   kProbePathBroken,
+  // issue 10, CNI chain group:
+  kCniChainBroken,
+  kNftBackendUnusable,
 };
 
 struct FindingCodeInfo {

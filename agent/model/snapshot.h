@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "model/conntrack.h"
+#include "model/cni.h"
 #include "model/rule.h"
 #include "model/source_error.h"
 #include "model/zds.h"
@@ -144,6 +145,9 @@ struct NodeSnapshot {
 
   // Kubelet probe connections in the host netns's conntrack (probe path source; empty when off).
   ProbeConntrackState probe_conntrack;
+  // issue 10, CNI chain group: the CNI config directory and the nftables userspace.
+  CniConfigState cni;
+  NftUserspaceState nft_userspace;
 
   const NetnsSnapshot* Host() const;
 };

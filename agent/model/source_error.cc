@@ -44,6 +44,10 @@ std::string_view SourceKindName(SourceKind kind) {
       return "tracing";
     case SourceKind::kConntrack:
       return "conntrack";
+    case SourceKind::kCniConfig:
+      return "cni-config";
+    case SourceKind::kNftProbe:
+      return "nft-probe";
     case SourceKind::kLab:
       return "lab";
   }

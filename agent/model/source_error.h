@@ -31,6 +31,8 @@ enum class SourceKind : uint8_t {
   kApi,                // "api": the gRPC API server (its socket)
   kTracing,            // "tracing": the eBPF flow tracer (probe, load, ring buffer)
   kConntrack,          // "conntrack": ctnetlink dump of the host netns (kubelet probe path)
+  kCniConfig,          // "cni-config": the CNI config directory (/etc/cni/net.d) and its files
+  kNftProbe,           // "nft-probe": the host's nft userspace (version, JSON support, probe)
   kLab,                // "lab": test and bench tooling (tests/sim, bench), never the agent
 };
 std::string_view SourceKindName(SourceKind kind);

@@ -128,6 +128,8 @@ struct PodIdentity {
   uint64_t netns_inode = 0;  // stat of netns_path (or /proc/<pid>/ns/net), 0 if unresolved
   bool host_network = false;
   std::vector<std::string> ips;
+  int64_t created_at_unix_ms = 0;    // the sandbox's CRI created_at, 0 when unknown
+  std::string dataplane_mode_label;  // the pod's istio.io/dataplane-mode label (CRI labels)
 
   bool operator==(const PodIdentity&) const = default;
 };

@@ -27,6 +27,9 @@ std::string_view AlertForFinding(FindingCode code) {
       return "AmbientDnsCaptureBroken";
     case kInpodProxyBlocked:
       return "AmbientInpodProxyBlocked";
+    // issue 10, CNI chain group:
+    case kCniChainBroken:
+      return "AmbientCniChainBroken";
     default:
       return "";
   }

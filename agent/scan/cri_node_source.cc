@@ -32,6 +32,11 @@ PodIdentity IdentityFromList(const runtime::v1::PodSandbox& sandbox) {
   pod.uid = sandbox.metadata().uid();
   pod.name = sandbox.metadata().name();
   pod.namespace_name = sandbox.metadata().namespace_();
+  pod.created_at_unix_ms = sandbox.created_at() / 1000000;  // CRI: nanoseconds
+  if (auto label = sandbox.labels().find("istio.io/dataplane-mode");
+      label != sandbox.labels().end()) {
+    pod.dataplane_mode_label = label->second;
+  }
   return pod;
 }
 

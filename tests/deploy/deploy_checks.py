@@ -304,7 +304,8 @@ def check_conventions(args, ds_text=None):
             c.check(mount.get("readOnly") is True, f"hostPath mount {mount['mountPath']} read-only")
     for path, host in [("/host/proc", "/proc"), ("/host/var/run/netns", "/var/run/netns"),
                        ("/host/var/run/ztunnel", "/var/run/ztunnel"),
-                       ("/sys/kernel/btf", "/sys/kernel/btf"), ("/etc/cni/net.d", "/etc/cni/net.d"),
+                       ("/sys/kernel/btf", "/sys/kernel/btf"),
+                       ("/host/etc/cni/net.d", "/etc/cni/net.d"),
                        ("/host/run/containerd", "/run/containerd"), ("/host/run/crio", "/run/crio")]:
         mount = mounts.get(path)
         if c.check(mount is not None, f"mount {path}"):

@@ -43,6 +43,7 @@ class DaemonEventsTest : public ::testing::Test {
     daemon.engine.discovery.host_netns_path = lab_->node().host_netns_path;
     daemon.engine.zds = false;
     daemon.engine.cri = false;
+    daemon.engine.host_root = lab_->node().host_root;  // its CNI config (as the lab flags say)
     daemon.poll_interval = poll_interval;
     daemon_ = std::make_unique<Daemon>(daemon);
     runner_ = std::thread([this] { daemon_->Run(); });

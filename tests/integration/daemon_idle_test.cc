@@ -80,6 +80,7 @@ class DaemonIdleTest : public ::testing::Test {
     options.engine.discovery.netns_dirs = {"/run/netns"};
     options.engine.discovery.name_glob = prefix_ + "-*";
     options.engine.discovery.host_netns_path = node.host_netns_path;
+    options.engine.host_root = node.host_root;  // its CNI config (as the lab flags say)
     options.engine.zds_socket = node.zds.socket_path;
     options.engine.ztunnel_netns = {node.zds.ztunnel_netns_path};
     options.engine.cri_endpoints = {"unix://" + node.zds.cri_socket_path};

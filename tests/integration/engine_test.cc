@@ -243,14 +243,21 @@ TEST_F(EngineTest, RelistenAllReadsOnlyTheListenersOfTheOtherNetns) {
 
 TEST_F(EngineTest, ComposeScanFollowsTheConfig) {
   EngineConfig config = config_;
+  config.cni_conf_dir.clear();   // --cni-conf-dir off
+  config.nft_userspace = false;  // --no-nft-probe
   EXPECT_TRUE(ComposeScan(config).node_sources.empty());
   config.zds = true;
   config.cri = true;
+  config.cni_conf_dir = "/etc/cni/net.d";
+  config.nft_userspace = true;
   const ScanOptions scan = ComposeScan(config);
-  ASSERT_EQ(scan.node_sources.size(), 3u);
+  ASSERT_EQ(scan.node_sources.size(), 5u);
   EXPECT_EQ(scan.node_sources[0]->name(), "zds");
   EXPECT_EQ(scan.node_sources[1]->name(), "ztunnel-admin");
   EXPECT_EQ(scan.node_sources[2]->name(), "cri");
+  // issue 10, CNI chain group: after CRI (the gaps are matched with sandbox created_at).
+  EXPECT_EQ(scan.node_sources[3]->name(), "cni");
+  EXPECT_EQ(scan.node_sources[4]->name(), "nft-userspace");
 }
 
 }  // namespace

@@ -85,6 +85,9 @@ struct ChangeMonitorConfig {
   bool watch_added = true;      // Watch() an added netns automatically
   bool unwatch_removed = true;  // Unwatch() a netns whose last path disappeared
   std::chrono::milliseconds nsfs_deadline{2000};
+  // An fd of the caller's (the daemon's CNI config directory inotify) whose readability ends
+  // Poll() early, so the caller sees it at once; the caller drains it. -1: none.
+  int external_fd = -1;
 };
 
 struct ChangeMonitorCounters {
@@ -143,6 +146,8 @@ class ChangeMonitor {
   void RefreshLegacyBaselines(const std::set<uint64_t>& inodes);
 
   const ChangeMonitorCounters& counters() const { return counters_; }
+  // Whether external_fd became readable during the last Poll() (reset by the next Poll()).
+  bool external_ready() const { return external_ready_; }
 
  private:
   struct Watched;
@@ -177,6 +182,7 @@ class ChangeMonitor {
   uint64_t legacy_polls_ = 0;
   uint64_t legacy_cursor_ = 0;  // inode checked last by PollLegacy
   ChangeMonitorCounters counters_;
+  bool external_ready_ = false;
 };
 
 }  // namespace ad::watch

@@ -94,6 +94,24 @@ std::string CriSimInfoJson(const CriSimSandbox& sandbox) {
   return j.str();
 }
 
+void CriSimService::SeedKnownSandboxes() {
+  Result<std::vector<CriSimSandbox>> sandboxes = LoadCriSimSandboxes(options_);
+  if (!sandboxes.ok()) return;
+  std::lock_guard lock(mutex_);
+  for (const CriSimSandbox& sandbox : *sandboxes) created_at_by_uid_[sandbox.uid] = created_at_ns_;
+}
+
+int64_t CriSimService::CreatedAt(const std::string& uid) {
+  std::lock_guard lock(mutex_);
+  auto [it, added] = created_at_by_uid_.try_emplace(uid, 0);
+  if (added) {
+    it->second = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                     std::chrono::system_clock::now().time_since_epoch())
+                     .count();
+  }
+  return it->second;
+}
+
 grpc::Status CriSimService::Version(grpc::ServerContext*, const runtime::v1::VersionRequest*,
                                     runtime::v1::VersionResponse* response) {
   response->set_version("0.1.0");
@@ -128,7 +146,7 @@ grpc::Status CriSimService::ListPodSandbox(grpc::ServerContext*,
     runtime::v1::PodSandbox* item = response->add_items();
     item->set_id(sandbox.id);
     item->set_state(runtime::v1::SANDBOX_READY);
-    item->set_created_at(created_at_ns_);
+    item->set_created_at(CreatedAt(sandbox.uid));
     item->mutable_metadata()->set_name(sandbox.name);
     item->mutable_metadata()->set_uid(sandbox.uid);
     item->mutable_metadata()->set_namespace_(sandbox.namespace_name);
@@ -150,7 +168,7 @@ grpc::Status CriSimService::PodSandboxStatus(grpc::ServerContext*,
     runtime::v1::PodSandboxStatus* status = response->mutable_status();
     status->set_id(sandbox.id);
     status->set_state(runtime::v1::SANDBOX_READY);
-    status->set_created_at(created_at_ns_);
+    status->set_created_at(CreatedAt(sandbox.uid));
     status->mutable_metadata()->set_name(sandbox.name);
     status->mutable_metadata()->set_uid(sandbox.uid);
     status->mutable_metadata()->set_namespace_(sandbox.namespace_name);
@@ -186,6 +204,7 @@ Result<std::unique_ptr<CriSimServer>> CriSimServer::Start(const CriSimOptions& o
     return ErrnoError(kSource, "unlink " + options.socket_path);
   }
   auto server = std::make_unique<CriSimServer>(Token{}, options);
+  server->service_->SeedKnownSandboxes();
   grpc::ServerBuilder builder;
   builder.AddListeningPort(server->endpoint_, grpc::InsecureServerCredentials());
   builder.RegisterService(server->service_.get());

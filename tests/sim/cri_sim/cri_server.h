@@ -7,7 +7,9 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -42,9 +44,11 @@ std::string CriSimInfoJson(const CriSimSandbox& sandbox);
 
 class CriSimService final : public runtime::v1::RuntimeService::Service {
  public:
-  // created_at_ns: what every sandbox reports as its creation time (the server's start).
+  // created_at_ns: the creation time of the sandboxes the pods file lists at start (the
+  // server's start); a sandbox that appears later was created when cri-sim first saw it.
   CriSimService(CriSimOptions options, int64_t created_at_ns)
       : options_(std::move(options)), created_at_ns_(created_at_ns) {}
+  void SeedKnownSandboxes();
 
   grpc::Status Version(grpc::ServerContext* context, const runtime::v1::VersionRequest* request,
                        runtime::v1::VersionResponse* response) override;
@@ -56,8 +60,12 @@ class CriSimService final : public runtime::v1::RuntimeService::Service {
                                 runtime::v1::PodSandboxStatusResponse* response) override;
 
  private:
+  int64_t CreatedAt(const std::string& uid);
+
   CriSimOptions options_;
   int64_t created_at_ns_ = 0;
+  std::mutex mutex_;
+  std::map<std::string, int64_t> created_at_by_uid_;  // guarded by mutex_
 };
 
 // The running server; stopping (destructor or Shutdown) removes the socket file.

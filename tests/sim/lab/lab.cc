@@ -144,6 +144,8 @@ std::string FaultDescription(FaultKind kind, LabBackend backend, const LabPod* p
     case FaultKind::kProbeUnreplied:
       return "blackhole route to the probe SNAT address in the pod: kubelet-prober's probes to " +
              (pod ? pod->ipv4 : std::string("?")) + " stay SYN_SENT/UNREPLIED in the host";
+    case FaultKind::kCniChainMissing:
+      return "the host's CNI conflist chains ptp -> portmap only: istio-cni dropped";
   }
   return {};
 }
@@ -748,6 +750,8 @@ std::string_view FaultName(FaultKind kind) {
       return "no-lo-v6";
     case FaultKind::kProbeUnreplied:
       return "probe-unreplied";
+    case FaultKind::kCniChainMissing:
+      return "cni-chain-missing";
   }
   return "?";
 }
@@ -770,6 +774,12 @@ const std::vector<FaultKind>& ZdsFaultKinds() {
   return kinds;
 }
 
+const std::vector<FaultKind>& NodeFileFaultKinds() {
+  // issue 10, CNI chain group:
+  static const std::vector<FaultKind> kinds = {FaultKind::kCniChainMissing};
+  return kinds;
+}
+
 bool IsZdsFault(FaultKind kind) {
   const auto& kinds = ZdsFaultKinds();
   return std::find(kinds.begin(), kinds.end(), kind) != kinds.end();
@@ -777,7 +787,8 @@ bool IsZdsFault(FaultKind kind) {
 
 bool IsNodeFault(FaultKind kind) {
   return kind == FaultKind::kHostEnrolled || kind == FaultKind::kZdsDeadlock ||
-         kind == FaultKind::kZdsSlowAck || kind == FaultKind::kZtunnelCrash;
+         kind == FaultKind::kZdsSlowAck || kind == FaultKind::kZtunnelCrash ||
+         kind == FaultKind::kCniChainMissing;
 }
 
 Result<FaultSpec> ParseFault(std::string_view text) {
@@ -787,6 +798,7 @@ Result<FaultSpec> ParseFault(std::string_view text) {
   std::vector<FaultKind> kinds = AllFaultKinds();
   kinds.insert(kinds.end(), ZdsFaultKinds().begin(), ZdsFaultKinds().end());
   kinds.push_back(FaultKind::kProbeUnreplied);  // issue 10, probe path
+  kinds.insert(kinds.end(), NodeFileFaultKinds().begin(), NodeFileFaultKinds().end());
   const auto kind = std::find_if(kinds.begin(), kinds.end(),
                                  [name](FaultKind k) { return FaultName(k) == name; });
   if (kind == kinds.end()) {
@@ -822,6 +834,7 @@ std::string LabAgentFlags(const LabNode& node) {
   text += "--no-proc\n--netns-dir " + std::string(kNetnsDir) + "\n";
   text += "--netns-match " + node.prefix + "-*\n";
   text += "--host-netns " + node.host_netns_path + "\n";
+  if (!node.host_root.empty()) text += "--host-root " + node.host_root + "\n";
   if (!node.zds.enabled) {
     // No ZDS emulators: judging pods for ztunnel listeners would only restate that.
     text += "--no-zds\n";
@@ -831,6 +844,55 @@ std::string LabAgentFlags(const LabNode& node) {
   text += "--ztunnel-netns " + node.zds.ztunnel_netns_path + "\n";
   text += "--cri-endpoint unix://" + node.zds.cri_socket_path + "\n";
   return text;
+}
+
+std::string LabHostRoot(const std::string& prefix) { return LabRunDir(prefix) + "/host-root"; }
+
+std::string LabCniConfDir(const std::string& prefix) {
+  return LabHostRoot(prefix) + "/etc/cni/net.d";
+}
+
+std::string LabCniConflistName(const std::string& prefix) { return "10-" + prefix + ".conflist"; }
+
+bool LabCniChainHasIstio(const std::string& prefix) {
+  std::ifstream in(LabCniConfDir(prefix) + "/" + LabCniConflistName(prefix));
+  if (!in) return true;  // a lab without a CNI config (older layout): the emulators enroll
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return text.find("\"istio-cni\"") != std::string::npos;
+}
+
+Result<std::monostate> WriteLabCniConfig(const std::string& prefix, bool with_istio_cni) {
+  if (!ValidPrefix(prefix)) return LabError("invalid prefix '" + prefix + "'");
+  const std::string dir = LabCniConfDir(prefix);
+  std::error_code error;
+  fs::create_directories(dir, error);
+  if (error) return LabError("mkdir " + dir + ": " + error.message());
+  // istio-cni's kubeconfig (a placeholder token: nothing talks to an API server in the lab).
+  const std::string kubeconfig = "/etc/cni/net.d/ZZZ-istio-cni-kubeconfig";
+  if (Status status = WriteFileAtomically(
+          LabHostRoot(prefix) + kubeconfig,
+          "apiVersion: v1\nkind: Config\nclusters:\n- name: local\n  cluster:\n    server: "
+          "https://10.96.0.1:443\nusers:\n- name: istio-cni\n  user:\n    token: lab-placeholder\n"
+          "contexts:\n- name: istio-cni-context\n  context:\n    cluster: local\n    user: "
+          "istio-cni\ncurrent-context: istio-cni-context\n");
+      !status.ok()) {
+    return status.error();
+  }
+  std::string conflist =
+      "{\n  \"cniVersion\": \"0.4.0\",\n  \"name\": \"" + prefix +
+      "\",\n  \"plugins\": [\n"
+      "    {\"type\": \"ptp\", \"ipMasq\": true, \"ipam\": {\"type\": \"host-local\", "
+      "\"subnet\": \"10.244.0.0/16\"}},\n"
+      "    {\"type\": \"portmap\", \"capabilities\": {\"portMappings\": true}}";
+  if (with_istio_cni) {
+    conflist +=
+        ",\n    {\"type\": \"istio-cni\", \"plugin_log_level\": \"info\", "
+        "\"cni_agent_run_dir\": \"/var/run/istio-cni\", \"ambient_enabled\": true, "
+        "\"exclude_namespaces\": [\"kube-system\"], \"kubeconfig\": \"" +
+        kubeconfig + "\"}";
+  }
+  conflist += "\n  ]\n}\n";
+  return WriteFileAtomically(dir + "/" + LabCniConflistName(prefix), conflist);
 }
 
 std::string LabRunDir(const std::string& prefix) {
@@ -882,6 +944,8 @@ std::string LabNode::Describe() const {
   if (kubelet_prober_pid > 0) {
     out += "  probe kubelet-prober pid " + std::to_string(kubelet_prober_pid) + " in " +
            host_netns_name + ": every ambient pod's :8080\n";
+  if (!host_root.empty()) {
+    out += "  host root " + host_root + " (--host-root), CNI config " + cni_conf_dir + "\n";
   }
   out += "faults injected: " + std::to_string(faults.size()) + "\n";
   for (const InjectedFault& fault : faults) {
@@ -906,6 +970,8 @@ Result<LabNode> PlanLab(const LabOptions& options) {
   node.backend = options.backend;
   node.ipv6 = options.ipv6;
   node.snat = options.snat;
+  node.host_root = LabHostRoot(options.prefix);
+  node.cni_conf_dir = LabCniConfDir(options.prefix);
   node.zds.enabled =
       options.zds || std::any_of(options.faults.begin(), options.faults.end(),
                                  [](const FaultSpec& f) { return IsZdsFault(f.kind); });
@@ -1006,6 +1072,28 @@ Result<LabNode> PlanLab(const LabOptions& options) {
   return node;
 }
 
+namespace {
+
+// The lab host's root: the CNI config directory, and /run reachable through it.
+Status SetUpHostRoot(const LabNode& node) {
+  std::error_code error;
+  fs::create_directories(node.host_root + "/var", error);
+  if (error) return LabError("mkdir " + node.host_root + "/var: " + error.message());
+  // The machine's /run (sockets, netns pins) and its nftables userspace (binary, libraries,
+  // package database: what the nft userspace check reads under a host root).
+  const std::pair<std::string, std::string> links[] = {
+      {"/run", "/run"}, {"/var/run", "/run"}, {"/var/lib", "/var/lib"}, {"/usr", "/usr"}};
+  for (const auto& [inside, target] : links) {
+    const std::string link = node.host_root + inside;
+    fs::remove(link, error);
+    fs::create_directory_symlink(target, link, error);
+    if (error) return LabError("symlink " + link + " -> " + target + ": " + error.message());
+  }
+  return WriteLabCniConfig(node.prefix, !NodeHasFault(node, FaultKind::kCniChainMissing));
+}
+
+}  // namespace
+
 Result<LabNode> LabUp(const LabOptions& options) {
   Result<LabNode> planned = PlanLab(options);
   if (!planned.ok()) return planned;
@@ -1054,6 +1142,7 @@ Result<LabNode> LabUp(const LabOptions& options) {
       return fail(status.error());
     }
   }
+  if (Status status = SetUpHostRoot(node); !status.ok()) return fail(status.error());
   node.timings.total_seconds = SecondsSince(start);
   WriteManifest(node);
   return node;
@@ -1270,7 +1359,12 @@ Result<LabPod> EnrollPod(const std::string& prefix, const EnrollPodOptions& opti
       !status.ok()) {
     return fail(status.error());
   }
-  const sim::CniPod cni_pod = EnrollingCniPod(prefix, pod, options);
+  sim::CniPod cni_pod = EnrollingCniPod(prefix, pod, options);
+  // The runtime runs the chain of the lab host's CNI config: without istio-cni in it the pod
+  // gets its network, the runtime knows it (cri-sim reads the pods file on every request), and
+  // istio-cni is never told (cni-sim is not signalled; the line carries no enrollment).
+  const bool captured = LabCniChainHasIstio(prefix);
+  if (!captured) cni_pod.enrollment.reset();
   if (fs::exists(cni.pod_ips_file)) {
     if (Status status = AppendLine(cni.pod_ips_file, PodIpsLine(pod)); !status.ok()) {
       return fail(status.error());
@@ -1278,6 +1372,11 @@ Result<LabPod> EnrollPod(const std::string& prefix, const EnrollPodOptions& opti
   }
   if (Status status = AppendLine(cni.pods_file, sim::PodsFileLine(cni_pod)); !status.ok()) {
     return fail(status.error());
+  }
+  if (!captured) {
+    LabPod uncaptured = pod;
+    uncaptured.meshed = false;
+    return uncaptured;
   }
   Result<std::string> outcome = SignalAndWait(
       cni, {"enrollments", "enroll_failures", "enroll_pending"}, options.timeout_seconds);

@@ -45,11 +45,15 @@ enum class FaultKind : uint8_t {
   kNoLoV6,         // the pod's lo has no ::1 (IPv6 enabled): ztunnel-sim cannot bind [::1]:15053
   // Issue 10, probe path (starts kubelet-prober):
   kProbeUnreplied,  // the pod's replies to the probe SNAT address are blackholed
+  // issue 10, CNI chain group:
+  kCniChainMissing,  // the lab host's CNI conflist lacks istio-cni (the primary CNI rewrote it)
 };
 std::string_view FaultName(FaultKind kind);  // "flip", "dup-jump", ...
 // The netfilter faults (visible in rules); ZdsFaultKinds() need the emulators.
 const std::vector<FaultKind>& AllFaultKinds();
 const std::vector<FaultKind>& ZdsFaultKinds();
+// Faults in the lab host's files (its host root), seen by node sources (issue 10).
+const std::vector<FaultKind>& NodeFileFaultKinds();
 bool IsZdsFault(FaultKind kind);
 // Faults of the node rather than of one pod (host-enrolled, zds-deadlock, zds-slow-ack,
 // ztunnel-crash); a pod index given with them is ignored.
@@ -140,6 +144,12 @@ struct LabNode {
   LabZds zds;
   int kubelet_prober_pid = 0;  // 0: no prober (pid file in LabRunDir)
   LabTimings timings;
+  // The lab host's root for host paths (--host-root): <run dir>/host-root, holding the CNI
+  // config directory etc/cni/net.d (a conflist and istio-cni's kubeconfig); run and var/run are
+  // symlinks to the machine's /run, so the ZDS socket, CRI socket and netns pins resolve, and
+  // usr and var/lib to the machine's, so the nft userspace check finds the machine's nft.
+  std::string host_root;
+  std::string cni_conf_dir;  // host_root + /etc/cni/net.d
 
   std::string Describe() const;  // multi-line human summary (what `ambient-lab up` prints)
 };
@@ -166,6 +176,17 @@ std::string LabManifestPath(const std::string& prefix);
 std::string LabAgentFlagsPath(const std::string& prefix);
 std::string LabAgentFlags(const LabNode& node);
 
+// The lab host's CNI config (issue 10): <host root>/etc/cni/net.d/10-<prefix>.conflist chaining
+// ptp -> portmap (-> istio-cni with its kubeconfig ZZZ-istio-cni-kubeconfig), written atomically
+// (rename), as a primary CNI rewrites its conflist. Tests break and restore the chain with it.
+std::string LabHostRoot(const std::string& prefix);
+std::string LabCniConfDir(const std::string& prefix);
+std::string LabCniConflistName(const std::string& prefix);
+Result<std::monostate> WriteLabCniConfig(const std::string& prefix, bool with_istio_cni);
+// Whether the lab's conflist chains istio-cni now. EnrollPod follows it: without istio-cni a new
+// pod gets its netns and a CRI sandbox but no enrollment (it is never captured, istio#55968).
+bool LabCniChainHasIstio(const std::string& prefix);
+
 // The emulators' directory (/run/ambient-lab/<prefix>) and their liveness, for `status`.
 std::string LabRunDir(const std::string& prefix);
 struct LabEmulator {
@@ -180,6 +201,8 @@ std::vector<LabEmulator> LabEmulators(const std::string& prefix);
 // state), appends it with enrollment info to cni-sim's pods file and SIGHUPs cni-sim, which
 // installs the in-pod rules + policy routes, sends the Add and waits for the ack, then adds the
 // pod IP to the host probe set. Returns once cni-sim counted the enrollment. Needs a ZDS lab.
+// While the lab's CNI chain lacks istio-cni (LabCniChainHasIstio) the pod is created without
+// enrollment and returned with meshed = false.
 struct EnrollPodOptions {
   LabBackend backend = LabBackend::kIptablesNft;  // should match the lab's (host probe sets)
   bool dns_capture = true;

@@ -47,7 +47,9 @@ options:
                        ZDS (imply --zds): zds-deadlock, zds-slow-ack, zds-drop-adds,
                        ztunnel-no-listeners, ztunnel-nack, ztunnel-crash, stale-workload,
                        redirect-missing, dns-no-listener, no-lo-v6;
-                       probe path (implies --kubelet-prober): probe-unreplied
+                       probe path (implies --kubelet-prober): probe-unreplied;
+                       node files (the lab host root, printed by `up`; pass it as
+                       --host-root): cni-chain-missing
   --kubelet-prober     run kubelet-prober in NAME-host: TCP probes of every ambient pod's
                        :8080 every 2 s, SNATed to the probe address by the host rule
   --kubelet-uid N      skuid in the nft host rule (default 0)

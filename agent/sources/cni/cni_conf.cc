@@ -1,0 +1,241 @@
+#include "sources/cni/cni_conf.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+#include "model/json_parse.h"
+#include "model/result.h"
+#include "sources/unique_fd.h"
+
+namespace ad::cni {
+namespace {
+
+constexpr SourceKind kSource = SourceKind::kCniConfig;
+constexpr std::string_view kIstioCniType = "istio-cni";
+
+bool EndsWith(std::string_view text, std::string_view suffix) {
+  return text.size() >= suffix.size() && text.substr(text.size() - suffix.size()) == suffix;
+}
+
+// libcni's ConfFiles: filepath.Ext(name) is one of the extensions.
+bool IsCandidate(std::string_view name) {
+  const size_t dot = name.rfind('.');
+  if (dot == std::string_view::npos) return false;
+  const std::string_view ext = name.substr(dot);
+  return ext == ".conf" || ext == ".conflist" || ext == ".json";
+}
+
+struct DirCloser {
+  void operator()(DIR* dir) const { ::closedir(dir); }
+};
+
+int64_t MtimeMs(const struct stat& st) {
+  return static_cast<int64_t>(st.st_mtim.tv_sec) * 1000 + st.st_mtim.tv_nsec / 1000000;
+}
+
+std::string Plural(size_t n, std::string_view word) {
+  return std::to_string(n) + " " + std::string(word) + (n == 1 ? "" : "s");
+}
+
+// Reads one candidate (at most max_bytes + 1 bytes); `error` says why it cannot be used.
+std::string ReadCandidate(int dir_fd, const std::string& name, size_t max_bytes, std::string& bytes,
+                          int64_t& mtime_ms) {
+  UniqueFd fd(::openat(dir_fd, name.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY));
+  if (!fd.valid()) {
+    const int err = errno;
+    struct stat link {};
+    if (err == ENOENT && ::fstatat(dir_fd, name.c_str(), &link, AT_SYMLINK_NOFOLLOW) == 0 &&
+        S_ISLNK(link.st_mode)) {
+      char target[4096];
+      const ssize_t n = ::readlinkat(dir_fd, name.c_str(), target, sizeof(target) - 1);
+      return "dangling symlink" +
+             (n > 0 ? std::string(" to ") + std::string(target, static_cast<size_t>(n)) : "");
+    }
+    return std::string("open: ") + std::strerror(err);
+  }
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) return std::string("fstat: ") + std::strerror(errno);
+  if (!S_ISREG(st.st_mode)) return "not a regular file";
+  mtime_ms = MtimeMs(st);
+  if (static_cast<uint64_t>(st.st_size) > max_bytes) {
+    return "too large to check (" + std::to_string(st.st_size) + " bytes, limit " +
+           std::to_string(max_bytes) + ")";
+  }
+  bytes.resize(max_bytes + 1);
+  size_t got = 0;
+  while (got < bytes.size()) {
+    const ssize_t n = ::read(fd.get(), bytes.data() + got, bytes.size() - got);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return std::string("read: ") + std::strerror(errno);
+    }
+    if (n == 0) break;
+    got += static_cast<size_t>(n);
+  }
+  if (got > max_bytes) return "too large to check (grew past " + std::to_string(max_bytes) + ")";
+  bytes.resize(got);
+  return {};
+}
+
+// Opens and stat()s the kubeconfig (never reads it); the reason when it is not usable.
+std::string CheckKubeconfig(const std::string& path) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY));
+  if (!fd.valid()) return path + ": " + std::strerror(errno);
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) return path + ": fstat: " + std::strerror(errno);
+  if (!S_ISREG(st.st_mode)) return path + ": not a regular file";
+  if (st.st_size == 0) return path + ": empty";
+  return {};
+}
+
+void ReadPlugin(const JsonValue& plugin, CniParsedConf& parsed) {
+  const std::string type = plugin.GetString("type");
+  parsed.plugin_types.push_back(type);
+  if (type != kIstioCniType || parsed.istio_cni) return;
+  parsed.istio_cni = true;
+  // Current istio-cni writes "kubeconfig" at the plugin's top level; releases before ambient
+  // nested it in "kubernetes".
+  const JsonValue* kubeconfig = plugin.Get("kubeconfig");
+  if (kubeconfig == nullptr) {
+    if (const JsonValue* kubernetes = plugin.Get("kubernetes")) {
+      kubeconfig = kubernetes->Get("kubeconfig");
+    }
+  }
+  if (kubeconfig != nullptr) {
+    parsed.istio_has_kubeconfig = true;
+    parsed.istio_kubeconfig = kubeconfig->AsString();
+  }
+}
+
+}  // namespace
+
+CniParsedConf ParseCniConf(const std::string& file_name, std::string_view bytes, size_t max_bytes) {
+  CniParsedConf parsed;
+  JsonParseResult json = ParseJson(bytes, JsonLimits{.max_bytes = max_bytes, .max_depth = 64});
+  if (!json.value) {
+    parsed.error = "malformed JSON (" + json.error + ")";
+    return parsed;
+  }
+  const JsonValue& root = *json.value;
+  if (!root.is_object()) {
+    parsed.error = "not a JSON object";
+    return parsed;
+  }
+  parsed.network_name = root.GetString("name");
+  if (EndsWith(file_name, ".conflist")) {
+    const JsonValue* plugins = root.Get("plugins");
+    if (plugins == nullptr) {
+      parsed.error = "no \"plugins\" key";
+      return parsed;
+    }
+    if (!plugins->is_array() || plugins->items().empty()) {
+      parsed.error = "no plugins in the list";
+      return parsed;
+    }
+    if (parsed.network_name.empty()) {
+      parsed.error = "no \"name\"";
+      return parsed;
+    }
+    for (const JsonValue& plugin : plugins->items()) {
+      if (!plugin.is_object() || plugin.GetString("type").empty()) {
+        parsed.error = "a plugin without \"type\"";
+        parsed.plugin_types.clear();
+        parsed.istio_cni = false;
+        return parsed;
+      }
+      ReadPlugin(plugin, parsed);
+    }
+    return parsed;
+  }
+  // A single network (.conf, .json): the runtime wraps it in a list of one.
+  if (root.GetString("type").empty()) {
+    parsed.error = "network type not found";
+    return parsed;
+  }
+  ReadPlugin(root, parsed);
+  return parsed;
+}
+
+CniConfigState ReadCniConfDir(const std::string& host_root, const std::string& conf_dir,
+                              const CniReadLimits& limits) {
+  CniConfigState state;
+  state.collected = true;
+  state.host_root = host_root;
+  state.dir = host_root + conf_dir;
+  std::unique_ptr<DIR, DirCloser> dir(::opendir(state.dir.c_str()));
+  if (!dir) {
+    // A missing directory is data (no CNI config: no pod network), anything else a failure.
+    if (errno != ENOENT) state.errors.push_back(ErrnoError(kSource, "opendir " + state.dir));
+    return state;
+  }
+  state.dir_readable = true;
+  const int dir_fd = ::dirfd(dir.get());
+  std::vector<std::string> names;
+  size_t candidates = 0;
+  errno = 0;
+  while (const dirent* entry = ::readdir(dir.get())) {
+    const std::string_view name = entry->d_name;
+    if (!IsCandidate(name)) continue;
+    if (entry->d_type == DT_DIR) continue;
+    if (entry->d_type == DT_UNKNOWN) {
+      struct stat st {};
+      if (::fstatat(dir_fd, entry->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode))
+        continue;
+    }
+    if (++candidates <= limits.max_candidates) names.emplace_back(name);
+  }
+  if (errno != 0) state.errors.push_back(ErrnoError(kSource, "readdir " + state.dir));
+  if (candidates > limits.max_candidates) {
+    state.errors.push_back({kSource,
+                            state.dir + ": " + Plural(candidates, "config file") +
+                                ", more than the " + std::to_string(limits.max_candidates) +
+                                " checked: the file the runtime uses is unknown",
+                            E2BIG});
+    state.dir_readable = false;
+    return state;
+  }
+  std::sort(names.begin(), names.end());  // Go's sort.Strings: byte order
+  if (names.size() > limits.max_files) state.files_omitted = names.size() - limits.max_files;
+  const size_t to_read = std::min(names.size(), limits.max_files);
+  for (size_t i = 0; i < to_read; ++i) {
+    CniConfFile file;
+    file.name = names[i];
+    if (!state.active_file.empty()) {  // after the active one: listed, not read
+      state.files.push_back(std::move(file));
+      continue;
+    }
+    std::string bytes;
+    int64_t mtime_ms = 0;
+    file.error = ReadCandidate(dir_fd, file.name, limits.max_file_bytes, bytes, mtime_ms);
+    if (file.error.empty()) {
+      CniParsedConf parsed = ParseCniConf(file.name, bytes, limits.max_file_bytes);
+      file.error = parsed.error;
+      if (parsed.error.empty()) {
+        state.active_file = file.name;
+        state.active_mtime_unix_ms = mtime_ms;
+        state.network_name = parsed.network_name;
+        state.plugin_types = std::move(parsed.plugin_types);
+        state.istio_cni_chained = parsed.istio_cni;
+        if (parsed.istio_cni) {
+          if (!parsed.istio_has_kubeconfig || parsed.istio_kubeconfig.empty()) {
+            state.kubeconfig_error = "the istio-cni plugin has no \"kubeconfig\"";
+          } else {
+            state.kubeconfig_path = parsed.istio_kubeconfig;
+            state.kubeconfig_error = CheckKubeconfig(host_root + parsed.istio_kubeconfig);
+          }
+        }
+      }
+    }
+    state.files.push_back(std::move(file));
+  }
+  return state;
+}
+
+}  // namespace ad::cni
