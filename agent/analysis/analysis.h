@@ -22,6 +22,17 @@ struct AnalysisOptions {
   // False for a one-shot report: no earlier scan, so nothing can be aged. A pending hand-off whose
   // pod is black-holed now is then raised to warning ("age unknown") instead of passing as info.
   bool history_known = true;
+
+  // ZTUNNEL_CERT_UNHEALTHY: a certificate of a pod identity on this node that expires within this
+  // long (or is Unavailable) is a finding (--cert-expiry-warning).
+  int64_t cert_expiry_warning_ms = 3'600'000;
+  // ZTUNNEL_RESOURCE_PRESSURE: open fds / soft "Max open files", RSS / cgroup memory limit, and
+  // CLOSE_WAIT growth: strictly increasing over the last `close_wait_growth_scans` counts and at
+  // least `close_wait_min` now (a busy ztunnel has a few in passing).
+  double fd_pressure_ratio = 0.8;
+  double memory_pressure_ratio = 0.9;
+  size_t close_wait_growth_scans = 3;
+  uint32_t close_wait_min = 8;
 };
 
 struct NodeAnalysis {

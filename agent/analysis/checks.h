@@ -42,4 +42,10 @@ void CheckZds(const NodeSnapshot& snapshot, const std::vector<NetnsIstioState>& 
               const AnalysisOptions& options, History& history,
               std::vector<NetnsClassification>& netns, std::vector<Finding>& findings);
 
+// ZTUNNEL_RESOURCE_PRESSURE and ZTUNNEL_CERT_UNHEALTHY (ztunnel_health_checks.cc); after CheckZds
+// and AnnotatePods, whose pod joins (`netns[i].pod_uid`) scope the certificate findings.
+void CheckZtunnelHealth(const NodeSnapshot& snapshot, const AnalysisOptions& options,
+                        const std::vector<NetnsClassification>& netns,
+                        std::vector<Finding>& findings);
+
 }  // namespace ad::analysis

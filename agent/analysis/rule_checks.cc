@@ -356,6 +356,9 @@ NodeAnalysis Analyze(const NodeSnapshot& snapshot, const AnalysisOptions& option
   }
   ages.EndScan();
   analysis::AnnotatePods(snapshot, result.netns, result.findings);
+  if (snapshot.zds_collected) {
+    analysis::CheckZtunnelHealth(snapshot, options, result.netns, result.findings);
+  }
 
   std::stable_sort(result.findings.begin(), result.findings.end(),
                    [](const Finding& a, const Finding& b) {

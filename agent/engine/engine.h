@@ -35,6 +35,9 @@ struct EngineConfig {
   std::string proc_root = "/proc";  // process fds, even when discovery skips /proc
   uint16_t ztunnel_admin_port = 15000;
   std::vector<std::string> ztunnel_netns;  // extra netns where a ztunnel admin may listen
+  // ztunnel's fds, memory and CLOSE_WAIT sockets against its limits (with the ZDS sources;
+  // ZTUNNEL_RESOURCE_PRESSURE). Off only for benches measuring its cost.
+  bool ztunnel_resources = true;
   bool cri = true;
   std::vector<std::string> cri_endpoints;  // empty: probe the well-known runtime sockets
 
@@ -42,7 +45,7 @@ struct EngineConfig {
 };
 
 // The sources the config asks for, in dependency order: ZDS (finds istio-cni and ztunnel) ->
-// ztunnel admin (asks those processes) -> CRI (names the pods).
+// ztunnel resources (their limits) -> ztunnel admin (asks those processes) -> CRI (names the pods).
 ScanOptions ComposeScan(const EngineConfig& config);
 
 struct SourceChange {

@@ -37,6 +37,9 @@ enum class FindingCode : uint8_t {
   kHboneConnectFailures,
   kMeshBypass,
   kTracingUnavailable,
+  // issue 10, ztunnel health:
+  kZtunnelResourcePressure,
+  kZtunnelCertUnhealthy,
 };
 
 struct FindingCodeInfo {

@@ -22,6 +22,11 @@ std::string_view AlertForFinding(FindingCode code) {
       return "AmbientMeshBypass";
     case kHboneConnectFailures:
       return "AmbientHboneConnectFailures";
+    // issue 10, ztunnel health:
+    case kZtunnelResourcePressure:
+      return "AmbientZtunnelResourcePressure";
+    case kZtunnelCertUnhealthy:
+      return "AmbientZtunnelCertUnhealthy";
     default:
       return "";
   }

@@ -105,6 +105,7 @@ NodeSnapshot ScanNode(const ScanOptions& options, NetnsInspector& inspector,
     node.processes = std::move(before.processes);
     node.ztunnels = std::move(before.ztunnels);
     node.cri = std::move(before.cri);
+    node.ztunnel_resources = std::move(before.ztunnel_resources);
     for (size_t i : to_read) {
       if (auto known = previous.find(records[i].inode); known != previous.end()) {
         CarryListenerOwners(*known->second, node.netns[i]);

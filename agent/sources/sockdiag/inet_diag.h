@@ -44,4 +44,10 @@ struct ListenerDump {
 // out.
 ListenerDump ReadListeningSockets(bool include_udp = true);
 
+// TCP sockets of both families in the states of `state_mask` (a bit per TCP state, e.g.
+// 1 << TCP_CLOSE_WAIT), filtered in the kernel, in the calling thread's netns: their inodes
+// (0 for sockets no file refers to, e.g. not yet accepted). One TCPDIAG_GETSOCK walk, one
+// SOCK_DIAG_BY_FAMILY dump per family when the kernel refuses it.
+Result<std::vector<uint64_t>> TcpSocketInodesInStates(uint32_t state_mask);
+
 }  // namespace ad
