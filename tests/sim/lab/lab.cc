@@ -136,6 +136,10 @@ std::string FaultDescription(FaultKind kind, LabBackend backend, const LabPod* p
       return "pod netns deleted after hand-off without a Del; ztunnel-sim still holds it";
     case FaultKind::kRedirectMissing:
       return "no Istio in-pod rules, but the pod is handed off and served by ztunnel-sim";
+    case FaultKind::kZtunnelFdPressure:
+      return "ztunnel-sim keeps 90 % of its soft RLIMIT_NOFILE open";
+    case FaultKind::kCertUnavailable:
+      return "the pod's own service account; ztunnel-sim's certificate for it is Unavailable";
   }
   return {};
 }
@@ -420,7 +424,10 @@ std::vector<const LabPod*> PodsWithFault(const LabNode& node, FaultKind kind) {
 
 // The pod as the CNI's cache knows it; the pod name is the netns name so reports line up.
 std::string ZdsPodLine(const LabPod& pod) {
-  return sim::PodsFileLine({pod.pod_uid, pod.netns_name, "lab", "default", pod.netns_path});
+  // A cert-unavailable pod has an identity of its own, so only its certificate is affected.
+  const std::string service_account =
+      HasFault(pod, FaultKind::kCertUnavailable) ? pod.netns_name : "default";
+  return sim::PodsFileLine({pod.pod_uid, pod.netns_name, "lab", service_account, pod.netns_path});
 }
 
 std::string PodsFileText(const LabNode& node, const std::function<bool(const LabPod&)>& include) {
@@ -523,6 +530,14 @@ Status StartZtunnelSim(LabNode& node) {
     for (const LabPod* pod : pods) argv.insert(argv.end(), {"--fault-uid", pod->pod_uid});
   }
   if (NodeHasFault(node, FaultKind::kZtunnelCrash)) argv.insert(argv.end(), {"--fault", "crash"});
+  for (const LabPod* pod : PodsWithFault(node, FaultKind::kCertUnavailable)) {
+    argv.insert(argv.end(), {"--cert-unavailable-uid", pod->pod_uid});
+  }
+  if (NodeHasFault(node, FaultKind::kZtunnelFdPressure)) {
+    // Room for the in-pod sockets of every pod (about 6 fds each) below the 90 % held.
+    const size_t limit = 1024 + 8 * node.pods.size();
+    argv.insert(argv.end(), {"--nofile", std::to_string(limit), "--fd-pressure", "90"});
+  }
   Result<int> pid = SpawnDaemon({argv, zds.ztunnel_netns_path, zds.ztunnel_log});
   if (!pid.ok()) return pid.error();
   zds.ztunnel_sim_pid = *pid;
@@ -689,6 +704,10 @@ std::string_view FaultName(FaultKind kind) {
       return "stale-workload";
     case FaultKind::kRedirectMissing:
       return "redirect-missing";
+    case FaultKind::kZtunnelFdPressure:
+      return "ztunnel-fd-pressure";
+    case FaultKind::kCertUnavailable:
+      return "cert-unavailable";
   }
   return "?";
 }
@@ -703,9 +722,11 @@ const std::vector<FaultKind>& AllFaultKinds() {
 
 const std::vector<FaultKind>& ZdsFaultKinds() {
   static const std::vector<FaultKind> kinds = {
-      FaultKind::kZdsDeadlock,        FaultKind::kZdsSlowAck,     FaultKind::kZdsDropAdds,
-      FaultKind::kZtunnelNoListeners, FaultKind::kZtunnelNack,    FaultKind::kZtunnelCrash,
-      FaultKind::kStaleWorkload,      FaultKind::kRedirectMissing};
+      FaultKind::kZdsDeadlock, FaultKind::kZdsSlowAck, FaultKind::kZdsDropAdds,
+      FaultKind::kZtunnelNoListeners, FaultKind::kZtunnelNack, FaultKind::kZtunnelCrash,
+      FaultKind::kStaleWorkload, FaultKind::kRedirectMissing,
+      // issue 10, ztunnel health:
+      FaultKind::kZtunnelFdPressure, FaultKind::kCertUnavailable};
   return kinds;
 }
 
@@ -716,7 +737,8 @@ bool IsZdsFault(FaultKind kind) {
 
 bool IsNodeFault(FaultKind kind) {
   return kind == FaultKind::kHostEnrolled || kind == FaultKind::kZdsDeadlock ||
-         kind == FaultKind::kZdsSlowAck || kind == FaultKind::kZtunnelCrash;
+         kind == FaultKind::kZdsSlowAck || kind == FaultKind::kZtunnelCrash ||
+         kind == FaultKind::kZtunnelFdPressure;
 }
 
 Result<FaultSpec> ParseFault(std::string_view text) {

@@ -40,6 +40,10 @@ enum class FaultKind : uint8_t {
   kZtunnelCrash,        // ztunnel-sim exits after the snapshot; pods keep rules, lose listeners
   kStaleWorkload,       // pod netns deleted after hand-off (Del missed); ztunnel-sim keeps it
   kRedirectMissing,     // pod served by ztunnel-sim but without Istio in-pod rules
+  // issue 10, ztunnel health:
+  kZtunnelFdPressure,  // ztunnel-sim with a low RLIMIT_NOFILE and 90 % of it open
+  kCertUnavailable,    // the pod has its own service account; ztunnel-sim's cert for it is
+                       // Unavailable
 };
 std::string_view FaultName(FaultKind kind);  // "flip", "dup-jump", ...
 // The netfilter faults (visible in rules); ZdsFaultKinds() need the emulators.
@@ -47,7 +51,7 @@ const std::vector<FaultKind>& AllFaultKinds();
 const std::vector<FaultKind>& ZdsFaultKinds();
 bool IsZdsFault(FaultKind kind);
 // Faults of the node rather than of one pod (host-enrolled, zds-deadlock, zds-slow-ack,
-// ztunnel-crash); a pod index given with them is ignored.
+// ztunnel-crash, ztunnel-fd-pressure); a pod index given with them is ignored.
 bool IsNodeFault(FaultKind kind);
 
 struct FaultSpec {

@@ -46,7 +46,8 @@ options:
                        host-enrolled, no-probe-member;
                        ZDS (imply --zds): zds-deadlock, zds-slow-ack, zds-drop-adds,
                        ztunnel-no-listeners, ztunnel-nack, ztunnel-crash, stale-workload,
-                       redirect-missing
+                       redirect-missing;
+                       ztunnel health (imply --zds): ztunnel-fd-pressure, cert-unavailable
   --kubelet-uid N      skuid in the nft host rule (default 0)
   --workers N          parallel pod setup (default 2 per CPU, 2..8)
   rules only:  --ingress  --vif IF[,IF...]  --host
