@@ -119,7 +119,7 @@ void CheckResources(const NodeSnapshot& snapshot, const AnalysisOptions& options
     if (!usage.close_wait_counts.empty()) {
       evidence.push_back("CLOSE_WAIT sockets held, last " +
                          std::to_string(usage.close_wait_counts.size()) +
-                         " scans: " + CountsText(usage.close_wait_counts) + " (" +
+                         " counts: " + CountsText(usage.close_wait_counts) + " (" +
                          std::to_string(usage.close_wait_netns) + " netns counted" +
                          (usage.close_wait_truncated ? ", truncated" : "") + ")");
     }

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -19,8 +20,11 @@ namespace ad {
 struct ZtunnelResourceOptions {
   std::string proc_root = "/proc";
   std::string cgroup_root = "/sys/fs/cgroup";  // with --host-root prepended
-  // CLOSE_WAIT sockets are counted in ztunnel's own netns and in the pod netns it holds (where
-  // its in-pod sockets live), at most this many per collection (the rest is reported truncated).
+  // CLOSE_WAIT sockets are counted in ztunnel's own netns at every collection and in the pod
+  // netns it holds (where its in-pod sockets live) in rotation, this many per collection; a
+  // count joins the trend once every pod netns was counted (a round). Pod netns past
+  // max_close_wait_netns are never counted (reported as truncated).
+  size_t close_wait_netns_per_scan = 4;
   size_t max_close_wait_netns = 1024;
   size_t close_wait_window = 4;  // counts kept per ztunnel process (oldest dropped)
   bool close_wait = true;
@@ -40,8 +44,14 @@ class ZtunnelResourceNodeSource : public NodeSource {
  private:
   struct Trend {
     int64_t start_time_unix_ms = 0;
-    std::vector<uint32_t> counts;
+    std::vector<uint32_t> counts;         // one per complete round, oldest first
+    std::map<uint64_t, uint32_t> latest;  // per netns inode (0: its own netns): last count
+    std::set<uint64_t> visited;           // netns counted in the current round
+    uint32_t round_netns = 0;             // netns of the last complete round
   };
+  void CountCloseWait(const ProcessNetnsFds& process,
+                      const std::map<uint64_t, std::string>& path_by_inode,
+                      ZtunnelResourceUsage& usage, std::map<int, Trend>& trends);
   ZtunnelResourceOptions options_;
   SocketInodes socket_inodes_;
   std::map<int, Trend> trends_;  // by pid
