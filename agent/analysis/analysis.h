@@ -25,6 +25,17 @@ struct AnalysisOptions {
   // PROBE_PATH_BROKEN: unreplied probe connections to a pod must have persisted this long, by
   // the engine's history (seen in consecutive scans) or by the kernel's own entry age.
   int64_t probe_path_threshold_ms = 10000;
+
+  // ZTUNNEL_CERT_UNHEALTHY: a certificate of a pod identity on this node that expires within this
+  // long (or is Unavailable) is a finding (--cert-expiry-warning).
+  int64_t cert_expiry_warning_ms = 3'600'000;
+  // ZTUNNEL_RESOURCE_PRESSURE: open fds / soft "Max open files", RSS / cgroup memory limit, and
+  // CLOSE_WAIT growth: strictly increasing over the last `close_wait_growth_scans` counts and at
+  // least `close_wait_min` now (a busy ztunnel has a few in passing).
+  double fd_pressure_ratio = 0.8;
+  double memory_pressure_ratio = 0.9;
+  size_t close_wait_growth_scans = 3;
+  uint32_t close_wait_min = 8;
 };
 
 struct NodeAnalysis {

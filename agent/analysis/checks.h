@@ -68,5 +68,10 @@ void CheckCniChain(const NodeSnapshot& snapshot, const std::vector<NetnsClassifi
 // NFT_BACKEND_UNUSABLE from snapshot.nft_userspace (cni_checks.cc).
 void CheckNftUserspace(const NodeSnapshot& snapshot, const std::vector<NetnsClassification>& netns,
                        std::vector<Finding>& findings);
+// ZTUNNEL_RESOURCE_PRESSURE and ZTUNNEL_CERT_UNHEALTHY (ztunnel_health_checks.cc); after CheckZds
+// and AnnotatePods, whose pod joins (`netns[i].pod_uid`) scope the certificate findings.
+void CheckZtunnelHealth(const NodeSnapshot& snapshot, const AnalysisOptions& options,
+                        const std::vector<NetnsClassification>& netns,
+                        std::vector<Finding>& findings);
 
 }  // namespace ad::analysis

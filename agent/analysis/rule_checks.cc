@@ -359,6 +359,9 @@ NodeAnalysis Analyze(const NodeSnapshot& snapshot, const AnalysisOptions& option
   analysis::CheckCniChain(snapshot, result.netns, options, result.findings);
   analysis::CheckNftUserspace(snapshot, result.netns, result.findings);
   analysis::AnnotatePods(snapshot, result.netns, result.findings);
+  if (snapshot.zds_collected) {
+    analysis::CheckZtunnelHealth(snapshot, options, result.netns, result.findings);
+  }
 
   std::stable_sort(result.findings.begin(), result.findings.end(),
                    [](const Finding& a, const Finding& b) {

@@ -3,6 +3,7 @@
 #include <google/protobuf/util/json_util.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <map>
 
 #include "report/report_policy.h"
@@ -170,6 +171,29 @@ void FillNode(const NodeSnapshot& snapshot, pb::Node* node) {
     if (z.active_proxy_count) out->set_active_proxy_count(*z.active_proxy_count);
     if (z.pending_proxy_count) out->set_pending_proxy_count(*z.pending_proxy_count);
     AddErrors(z.errors, out->mutable_errors());
+    for (const ZtunnelCertificate& c : z.certificates) {
+      pb::ZtunnelCertificate* certificate = out->add_certificates();
+      certificate->set_identity(c.identity);
+      certificate->set_state(c.state);
+      certificate->set_expires_unix_ms(Ms(c.expires_unix_ms));
+      certificate->set_chain_length(static_cast<uint32_t>(c.chain_length));
+    }
+  }
+  for (const ZtunnelResourceUsage& r : snapshot.ztunnel_resources) {
+    pb::ZtunnelResources* out = node->add_ztunnel_resources();
+    out->set_pid(r.pid);
+    // Kernel bounds both by nr_open (< 2^32).
+    out->set_open_fds(static_cast<uint32_t>(std::min<uint64_t>(r.open_fds, UINT32_MAX)));
+    out->set_fd_soft_limit(static_cast<uint32_t>(std::min<uint64_t>(r.fd_soft_limit, UINT32_MAX)));
+    out->set_fd_limit_unlimited(r.fd_limit_unlimited);
+    out->set_rss_bytes(static_cast<double>(r.rss_bytes));
+    out->set_memory_limit_bytes(static_cast<double>(r.memory_limit_bytes));
+    out->set_memory_unlimited(r.memory_unlimited);
+    out->set_cgroup(r.cgroup);
+    for (uint32_t count : r.close_wait_counts) out->add_close_wait_counts(count);
+    out->set_close_wait_netns(r.close_wait_netns);
+    out->set_close_wait_truncated(r.close_wait_truncated);
+    AddErrors(r.errors, out->mutable_errors());
   }
   const CriState& cri = snapshot.cri;
   pb::Cri* out = node->mutable_cri();

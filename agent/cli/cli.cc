@@ -180,6 +180,11 @@ void AddNodeSourceFlags(FlagSet& flags) {
        .value_name = "DURATION",
        .default_text = "30s",
        .help = "How long a ZDS hand-off may stay pending before it is a stall (ms, s, m, h)."});
+  flags.Add({.name = "cert-expiry-warning",
+             .value_name = "DURATION",
+             .default_text = "1h",
+             .help = "ZTUNNEL_CERT_UNHEALTHY when ztunnel's certificate of a pod identity on the "
+                     "node expires within this long (or is Unavailable)."});
 }
 
 // "30s", "500ms", "2m", "1h"; a bare number is seconds.
@@ -248,6 +253,9 @@ std::optional<std::string> ConfigFromFlags(const FlagSet& flags, EngineConfig& c
   const auto threshold = ParseDurationMs(flags.Get("zds-stall-threshold", "30s"));
   if (!threshold) return "--zds-stall-threshold needs a duration such as 30s";
   config.analysis.zds_stall_threshold_ms = *threshold;
+  const auto cert_warning = ParseDurationMs(flags.Get("cert-expiry-warning", "1h"));
+  if (!cert_warning) return "--cert-expiry-warning needs a duration such as 1h";
+  config.analysis.cert_expiry_warning_ms = *cert_warning;
 
   config.zds = !flags.Has("no-zds");
   config.zds_socket = flags.Get("zds-socket", config.zds_socket);
@@ -378,7 +386,7 @@ constexpr const char* kScanScopeFlags[] = {
     "zds-socket", "host-root", "cri-endpoint", "no-cri", "no-zds", "ztunnel-admin-port",
     "ztunnel-netns", "zds-stall-threshold",
     // Issue 10:
-    "no-probe-path", "probe-path-threshold", "cni-conf-dir", "no-nft-probe"};
+    "no-probe-path", "probe-path-threshold", "cni-conf-dir", "no-nft-probe", "cert-expiry-warning"};
 
 // Whether to ask the daemon: a connected client, or why not (the local scan's note).
 struct DaemonChoice {

@@ -15,6 +15,7 @@
 #include "scan/nft_node_source.h"
 #include "scan/zds_node_source.h"
 #include "scan/ztunnel_node_source.h"
+#include "scan/ztunnel_resource_node_source.h"
 
 namespace ad {
 namespace {
@@ -161,8 +162,8 @@ void RereadOrphanedListeners(const std::set<uint64_t>& owned_before,
 bool SameNodeSources(const NodeSnapshot& a, const NodeSnapshot& b) {
   return a.errors == b.errors && a.zds_collected == b.zds_collected && a.zds == b.zds &&
          a.processes == b.processes && a.ztunnels == b.ztunnels && a.cri == b.cri &&
-         a.probe_conntrack == b.probe_conntrack;
-         a.cni == b.cni && a.nft_userspace == b.nft_userspace;
+         a.probe_conntrack == b.probe_conntrack && a.cni == b.cni &&
+         a.nft_userspace == b.nft_userspace && a.ztunnel_resources == b.ztunnel_resources;
 }
 
 }  // namespace
@@ -177,7 +178,20 @@ ScanOptions ComposeScan(const EngineConfig& config) {
     zds.socket_path = config.zds_socket;
     zds.host_path_prefix = config.host_root;
     zds.proc_root = config.proc_root;
-    scan.node_sources.push_back(std::make_shared<ZdsNodeSource>(std::move(zds)));
+    auto zds_source = std::make_shared<ZdsNodeSource>(std::move(zds));
+    scan.node_sources.push_back(zds_source);
+    if (config.ztunnel_resources) {
+      ZtunnelResourceOptions resources;
+      resources.proc_root = config.proc_root;
+      resources.cgroup_root = config.host_root + "/sys/fs/cgroup";
+      // The ZDS source runs first and keeps the ztunnel sockets of its fd inventory.
+      const std::weak_ptr<const ZdsNodeSource> inventory = zds_source;
+      scan.node_sources.push_back(std::make_shared<ZtunnelResourceNodeSource>(
+          std::move(resources), [inventory](int pid) -> const std::vector<uint64_t>* {
+            const auto source = inventory.lock();
+            return source ? source->ZtunnelSocketInodes(pid) : nullptr;
+          }));
+    }
 
     ZtunnelAdminOptions admin;
     admin.admin_port = config.ztunnel_admin_port;
@@ -199,6 +213,7 @@ ScanOptions ComposeScan(const EngineConfig& config) {
     conntrack.snat_v6 = config.analysis.probe_snat_v6;
     conntrack.max_entries = config.probe_conntrack_max_entries;
     scan.node_sources.push_back(std::make_shared<ConntrackNodeSource>(std::move(conntrack)));
+  }
   // After CRI: the chain's gaps are matched against the sandboxes' created_at.
   if (!config.cni_conf_dir.empty()) {
     CniSourceOptions cni;

@@ -35,6 +35,9 @@ struct EngineConfig {
   std::string proc_root = "/proc";  // process fds, even when discovery skips /proc
   uint16_t ztunnel_admin_port = 15000;
   std::vector<std::string> ztunnel_netns;  // extra netns where a ztunnel admin may listen
+  // ztunnel's fds, memory and CLOSE_WAIT sockets against its limits (with the ZDS sources;
+  // ZTUNNEL_RESOURCE_PRESSURE). Off only for benches measuring its cost.
+  bool ztunnel_resources = true;
   bool cri = true;
   std::vector<std::string> cri_endpoints;  // empty: probe the well-known runtime sockets
   // Kubelet probe path: the host netns's conntrack, kernel-filtered to unreplied connections to
@@ -51,7 +54,8 @@ struct EngineConfig {
 };
 
 // The sources the config asks for, in dependency order: ZDS (finds istio-cni and ztunnel) ->
-// ztunnel admin (asks those processes) -> CRI (names the pods) -> conntrack (probe path).
+// ztunnel resources (their limits) -> ztunnel admin (asks those processes) -> CRI (names the pods)
+// -> conntrack (probe path) -> CNI config (its gaps against the sandboxes' created_at) -> nft.
 ScanOptions ComposeScan(const EngineConfig& config);
 
 struct SourceChange {

@@ -214,6 +214,23 @@ const std::vector<FindingCodeInfo>& AllFindingCodes() {
        "Install an nft built with JSON support (Debian/Ubuntu nftables has it) and at least the "
        "version istio-cni's image ships, or pin istio-cni to iptables mode explicitly so the "
        "backend does not change silently."},
+      // issue 10, ztunnel health:
+      {kZtunnelResourcePressure, "ZTUNNEL_RESOURCE_PRESSURE", Severity::kWarning,
+       "A ztunnel process is near its limits: open fds at 80 % or more of its soft \"Max open "
+       "files\", RSS at 90 % or more of its cgroup's memory limit, or its CLOSE_WAIT sockets "
+       "growing scan after scan (ztunnel#1629, #1631, #2044).",
+       "At its fd limit ztunnel refuses every new connection of the node's pods (EMFILE); at its "
+       "memory limit it is OOM-killed and every pod loses its proxy. Raise the ztunnel "
+       "DaemonSet's memory limit or the container's nofile limit; CLOSE_WAIT growing means "
+       "connections whose peer closed are never closed by ztunnel (a leak fixed in later "
+       "releases): upgrade ztunnel, and restart it on this node to release them now."},
+      {kZtunnelCertUnhealthy, "ZTUNNEL_CERT_UNHEALTHY", Severity::kWarning,
+       "ztunnel's certificate for the identity of pods on this node is Unavailable, or expires "
+       "within the warning threshold (default 1 h): mTLS to and from those pods fails.",
+       "ztunnel could not get or renew the workload certificate from its CA (istiod or another "
+       "CA): check ztunnel's log for \"failed to fetch certificate\", that istiod is reachable "
+       "from the node on 15012, and the CA's health. Restarting ztunnel re-requests every "
+       "certificate."},
   };
   return codes;
 }

@@ -45,6 +45,9 @@ enum class FindingCode : uint8_t {
   // issue 10, CNI chain group:
   kCniChainBroken,
   kNftBackendUnusable,
+  // issue 10, ztunnel health:
+  kZtunnelResourcePressure,
+  kZtunnelCertUnhealthy,
 };
 
 struct FindingCodeInfo {

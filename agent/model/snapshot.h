@@ -142,6 +142,9 @@ struct NodeSnapshot {
   std::vector<ProcessNetnsFds> processes;  // istio-cni and ztunnel processes only
   std::vector<ZtunnelAdminState> ztunnels;
   CriState cri;
+  // Per ztunnel process: fds, memory and CLOSE_WAIT sockets against its limits (sorted by pid;
+  // empty when not collected).
+  std::vector<ZtunnelResourceUsage> ztunnel_resources;
 
   // Kubelet probe connections in the host netns's conntrack (probe path source; empty when off).
   ProbeConntrackState probe_conntrack;

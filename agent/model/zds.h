@@ -101,6 +101,19 @@ struct ZtunnelWorkload {
   bool operator==(const ZtunnelWorkload&) const = default;
 };
 
+// One entry of /config_dump "certificates": the SPIFFE identity ztunnel holds a certificate for
+// (one per service account of its workloads) and the state of its chain.
+struct ZtunnelCertificate {
+  std::string identity;  // "spiffe://<trust domain>/ns/<namespace>/sa/<service account>"
+  std::string state;     // "Available" | "Initializing" | "Unavailable: <error>"
+  // The earliest expirationTime of certChain (a chain is invalid once any of it expires); 0 when
+  // the chain is empty or no time could be parsed.
+  int64_t expires_unix_ms = 0;
+  size_t chain_length = 0;
+
+  bool operator==(const ZtunnelCertificate&) const = default;
+};
+
 // What one ztunnel process says about itself over its admin/readiness/stats ports.
 struct ZtunnelAdminState {
   int pid = 0;
@@ -110,11 +123,36 @@ struct ZtunnelAdminState {
   std::vector<std::string> pending_tasks;  // from "not ready, pending: a, b"
   std::vector<ZtunnelWorkloadState> workload_state;
   std::vector<ZtunnelWorkload> workloads;
-  std::optional<double> active_proxy_count;   // workload_manager_active_proxy_count
-  std::optional<double> pending_proxy_count;  // workload_manager_pending_proxy_count
+  bool has_certificates = false;                 // the "certificates" section was present
+  std::vector<ZtunnelCertificate> certificates;  // sorted by identity
+  std::optional<double> active_proxy_count;      // workload_manager_active_proxy_count
+  std::optional<double> pending_proxy_count;     // workload_manager_pending_proxy_count
   std::vector<SourceError> errors;
 
   bool operator==(const ZtunnelAdminState&) const = default;
+};
+
+// How close one ztunnel process is to its limits (/proc/<pid>/{fd,limits,status,cgroup}, its
+// cgroup's memory limit, and its TCP sockets in CLOSE_WAIT). Values that could not be read are 0
+// with the reason in `errors`. Kept coarse so that an idle ztunnel compares equal poll to poll.
+struct ZtunnelResourceUsage {
+  int pid = 0;
+  uint64_t open_fds = 0;
+  uint64_t fd_soft_limit = 0;  // "Max open files" soft; 0 when unlimited or unknown
+  bool fd_limit_unlimited = false;
+  uint64_t rss_bytes = 0;           // VmRSS, rounded down to whole MiB
+  uint64_t memory_limit_bytes = 0;  // cgroup memory.max / memory.limit_in_bytes; 0: none/unknown
+  bool memory_unlimited = false;    // the cgroup says "max" (v2) or a v1 "no limit" value
+  std::string cgroup;               // the memory cgroup's path as /proc/<pid>/cgroup names it
+  // CLOSE_WAIT TCP sockets held by the process, in its own netns and the netns it holds fds of:
+  // the counts of the last few collections, oldest first (the node source keeps them; one entry
+  // in a one-shot report).
+  std::vector<uint32_t> close_wait_counts;
+  uint32_t close_wait_netns = 0;      // netns dumped for the last count
+  bool close_wait_truncated = false;  // more netns than the bound: the count covers some only
+  std::vector<SourceError> errors;
+
+  bool operator==(const ZtunnelResourceUsage&) const = default;
 };
 
 // Pod identity from CRI (runtime.v1 ListPodSandbox + PodSandboxStatus verbose).

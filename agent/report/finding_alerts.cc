@@ -30,6 +30,11 @@ std::string_view AlertForFinding(FindingCode code) {
     // issue 10, CNI chain group:
     case kCniChainBroken:
       return "AmbientCniChainBroken";
+    // issue 10, ztunnel health:
+    case kZtunnelResourcePressure:
+      return "AmbientZtunnelResourcePressure";
+    case kZtunnelCertUnhealthy:
+      return "AmbientZtunnelCertUnhealthy";
     default:
       return "";
   }

@@ -131,6 +131,7 @@ NodeSnapshot ScanNode(const ScanOptions& options, NetnsInspector& inspector,
     node.ztunnels = std::move(before.ztunnels);
     node.cri = std::move(before.cri);
     node.probe_conntrack = std::move(before.probe_conntrack);
+    node.ztunnel_resources = std::move(before.ztunnel_resources);
     for (size_t i : to_read) {
       if (auto known = previous.find(records[i].inode); known != previous.end()) {
         CarryListenerOwners(*known->second, node.netns[i]);

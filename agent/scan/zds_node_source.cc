@@ -279,6 +279,11 @@ std::vector<uint64_t> ConnectionInodes(const ZdsSocketState& zds) {
 
 }  // namespace
 
+const std::vector<uint64_t>* ZdsNodeSource::ZtunnelSocketInodes(int pid) const {
+  const auto it = ztunnel_sockets_.find(pid);
+  return it == ztunnel_sockets_.end() ? nullptr : &it->second;
+}
+
 void ZdsNodeSource::Collect(NodeSnapshot& snapshot) {
   std::vector<SourceError> errors;
   const auto reread = [this](const ProcessFds& cached) {
@@ -362,7 +367,14 @@ void ZdsNodeSource::Collect(NodeSnapshot& snapshot) {
   errors.insert(errors.begin(), inventory.warnings.begin(), inventory.warnings.end());
   snapshot.processes = AttributeOwners(inventory, &zds, &snapshot.netns);
   role_pids_.clear();
-  for (const ProcessNetnsFds& process : snapshot.processes) role_pids_.insert(process.pid);
+  ztunnel_sockets_.clear();
+  for (const ProcessNetnsFds& process : snapshot.processes) {
+    role_pids_.insert(process.pid);
+    if (process.role != ProcessRole::kZtunnel) continue;
+    if (const ProcessFds* fds = inventory.Find(process.pid)) {
+      ztunnel_sockets_[process.pid] = fds->socket_inodes;
+    }
+  }
   zds.errors.insert(zds.errors.begin(), errors.begin(), errors.end());
   snapshot.zds = std::move(zds);
   snapshot.zds_collected = true;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -62,6 +63,9 @@ class ZdsNodeSource : public NodeSource {
   std::string_view name() const override { return "zds"; }
   void Collect(NodeSnapshot& snapshot) override;
   const FdInventoryCache::Stats& inventory_stats() const { return inventory_.stats(); }
+  // The sockets (sorted inodes) a ztunnel process held at the last collection, from the fd
+  // inventory; nullptr for a pid that was not a ztunnel then.
+  const std::vector<uint64_t>* ZtunnelSocketInodes(int pid) const;
 
  private:
   ZdsSourceOptions options_;
@@ -69,6 +73,7 @@ class ZdsNodeSource : public NodeSource {
   std::set<int> role_pids_;  // istio-cni and ztunnel processes of the last collection
   std::vector<uint64_t> last_netns_inodes_;  // sorted: the node's netns at the last collection
   std::vector<uint64_t> last_connections_;   // sorted: ZDS socket inodes (ConnectionInodes)
+  std::map<int, std::vector<uint64_t>> ztunnel_sockets_;  // by pid, of the last collection
 };
 
 }  // namespace ad

@@ -86,6 +86,8 @@ void ReadConfigDump(const std::string& netns_path, const ZtunnelAdminOptions& op
   }
   state.workload_state = std::move(dump->workload_state);
   state.workloads = std::move(dump->workloads);
+  state.has_certificates = dump->has_certificates;
+  state.certificates = std::move(dump->certificates);
 }
 
 void ReadReadiness(const std::string& netns_path, const ZtunnelAdminOptions& options,
@@ -243,6 +245,8 @@ void ZtunnelAdminNodeSource::Collect(NodeSnapshot& snapshot) {
       state.admin_reachable = cached->second.admin_reachable;
       state.workload_state = cached->second.workload_state;
       state.workloads = cached->second.workloads;
+      state.has_certificates = cached->second.has_certificates;
+      state.certificates = cached->second.certificates;
       kept.emplace(inode, std::move(cached->second));
       return true;
     };
@@ -254,7 +258,9 @@ void ZtunnelAdminNodeSource::Collect(NodeSnapshot& snapshot) {
                                .fetched_at = now,
                                .admin_reachable = state.admin_reachable,
                                .workload_state = state.workload_state,
-                               .workloads = state.workloads};
+                               .workloads = state.workloads,
+                               .has_certificates = state.has_certificates,
+                               .certificates = state.certificates};
     };
     return reuse;
   };

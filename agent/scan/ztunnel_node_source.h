@@ -70,6 +70,10 @@ class ZtunnelAdminNodeSource : public NodeSource {
     bool admin_reachable = false;
     std::vector<ZtunnelWorkloadState> workload_state;
     std::vector<ZtunnelWorkload> workloads;
+    // Cached with the rest of the dump: a certificate's state may be up to config_dump_refresh
+    // old (ZTUNNEL_CERT_UNHEALTHY says so); expiry is judged against each scan's time.
+    bool has_certificates = false;
+    std::vector<ZtunnelCertificate> certificates;
   };
 
   ZtunnelAdminOptions options_;

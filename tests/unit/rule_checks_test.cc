@@ -502,7 +502,7 @@ TEST(RuleChecks, FindingCodeTable) {
     EXPECT_FALSE(info.meaning.empty()) << info.name;
     EXPECT_FALSE(info.hint.empty()) << info.name;
   }
-  EXPECT_EQ(seen.size(), static_cast<size_t>(FindingCode::kNftBackendUnusable) + 1);
+  EXPECT_EQ(seen.size(), static_cast<size_t>(FindingCode::kZtunnelCertUnhealthy) + 1);
   EXPECT_EQ(FindingCodeDetails(FindingCode::kMixedBackend).severity, Severity::kCritical);
   EXPECT_EQ(ParseFindingCode("NOPE"), std::nullopt);
 }

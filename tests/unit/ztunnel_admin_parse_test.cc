@@ -261,5 +261,69 @@ TEST(ParseMetrics, AbsentMetricsStayUnset) {
   EXPECT_EQ(truncated.active_proxy_count, 4);
 }
 
+// issue 10: certificates (ZTUNNEL_CERT_UNHEALTHY).
+TEST(ParseConfigDump, Certificates) {
+  auto dump = ParseConfigDump(R"({"certificates": [
+    {"identity": "spiffe://cluster.local/ns/demo/sa/web", "state": "Unavailable: no CA",
+     "certChain": [], "rootCerts": []},
+    {"identity": "spiffe://cluster.local/ns/demo/sa/echo", "state": "Available",
+     "certChain": [
+       {"pem": "LS0t", "serialNumber": "1a", "validFrom": "2026-08-22T09:00:00+00:00",
+        "expirationTime": "2026-08-23T09:00:00+00:00"},
+       {"pem": "LS0t", "serialNumber": "2", "validFrom": "2026-01-01T00:00:00Z",
+        "expirationTime": "2026-08-22T12:00:00Z"}],
+     "rootCerts": [{"expirationTime": "2026-08-22T10:00:00Z"}]}],
+    "workloadState": {}})");
+  ASSERT_TRUE(dump.ok()) << dump.error().message;
+  EXPECT_TRUE(dump->has_certificates);
+  EXPECT_EQ(dump->skipped_entries, 0u);
+  ASSERT_EQ(dump->certificates.size(), 2u);
+  const ZtunnelCertificate& echo = dump->certificates[0];  // sorted by identity
+  EXPECT_EQ(echo.identity, "spiffe://cluster.local/ns/demo/sa/echo");
+  EXPECT_EQ(echo.state, "Available");
+  EXPECT_EQ(echo.chain_length, 2u);
+  // The earliest of the chain (the intermediate); root certificates are not the chain.
+  EXPECT_EQ(echo.expires_unix_ms, ParseRfc3339UnixMs("2026-08-22T12:00:00Z"));
+  const ZtunnelCertificate& web = dump->certificates[1];
+  EXPECT_EQ(web.state, "Unavailable: no CA");
+  EXPECT_EQ(web.chain_length, 0u);
+  EXPECT_EQ(web.expires_unix_ms, 0);
+
+  auto absent = ParseConfigDump(R"({"workloadState": {}})");
+  ASSERT_TRUE(absent.ok());
+  EXPECT_FALSE(absent->has_certificates);
+}
+
+TEST(ParseConfigDump, GarbageCertificatesAreSkippedAndCounted) {
+  auto dump = ParseConfigDump(R"({"certificates": [7, {"identity": 3}, {"state": "Available"},
+    {"identity": "spiffe://x/ns/a/sa/b", "certChain": {"no": 1}},
+    {"identity": "spiffe://x/ns/a/sa/c", "certChain": [1, {"expirationTime": "yesterday"},
+       {"expirationTime": 12}, {"expirationTime": "2026-08-22T10:00:00Z"}]}]})");
+  ASSERT_TRUE(dump.ok());
+  ASSERT_EQ(dump->certificates.size(), 2u);
+  EXPECT_EQ(dump->certificates[1].chain_length, 3u);
+  EXPECT_EQ(dump->certificates[1].expires_unix_ms, ParseRfc3339UnixMs("2026-08-22T10:00:00Z"));
+  EXPECT_EQ(dump->skipped_entries, 8u);
+  auto not_array = ParseConfigDump(R"({"certificates": {"identity": "x"}})");
+  ASSERT_TRUE(not_array.ok());
+  EXPECT_TRUE(not_array->certificates.empty());
+  EXPECT_EQ(not_array->skipped_entries, 1u);
+}
+
+TEST(ParseRfc3339, ShapesAndGarbage) {
+  EXPECT_EQ(ParseRfc3339UnixMs("1970-01-01T00:00:00Z"), 0);
+  EXPECT_EQ(ParseRfc3339UnixMs("2026-08-22T10:00:00Z"), 1787392800000);
+  EXPECT_EQ(ParseRfc3339UnixMs("2026-08-22T12:00:00+02:00"), 1787392800000);
+  EXPECT_EQ(ParseRfc3339UnixMs("2026-08-22T09:30:00-00:30"), 1787392800000);
+  EXPECT_EQ(ParseRfc3339UnixMs("2026-08-22T10:00:00.250123Z"), 1787392800250);
+  EXPECT_EQ(ParseRfc3339UnixMs("2000-02-29T00:00:00Z"), 951782400000);
+  for (const char* bad :
+       {"", "yesterday", "2026-08-22", "2026-08-22T10:00:00", "2026-13-01T00:00:00Z",
+        "2026-08-22T24:00:00Z", "2026-08-22T10:00:00.Z", "2026-08-22T10:00:00+2:00",
+        "2026-08-22T10:00:00Zjunk", "2026/08/22T10:00:00Z"}) {
+    EXPECT_EQ(ParseRfc3339UnixMs(bad), std::nullopt) << bad;
+  }
+}
+
 }  // namespace
 }  // namespace ad::ztunnel

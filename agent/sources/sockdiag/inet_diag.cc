@@ -286,4 +286,41 @@ ListenerDump ReadListeningSockets(bool include_udp) {
   return dump;
 }
 
+Result<std::vector<uint64_t>> TcpSocketInodesInStates(uint32_t state_mask) {
+  auto socket = OpenSockDiagSocket();
+  if (!socket.ok()) return socket.error();
+  std::vector<uint64_t> inodes;
+  auto collect = [&](const std::string& what, std::span<const uint8_t> request,
+                     uint16_t message_type) -> std::optional<SourceError> {
+    auto raw = DumpSockDiag(*socket, request, what, kMaxSockDiagDumpBytes, message_type);
+    if (!raw.ok()) return raw.error();
+    auto decoded = DecodeInetDiagMessages(*raw, IPPROTO_TCP, message_type);
+    if (!decoded.ok()) {
+      SourceError error = decoded.error();
+      error.message = what + ": " + error.message;
+      return error;
+    }
+    for (const ListeningSocket& entry : *decoded) inodes.push_back(entry.inode);
+    return std::nullopt;
+  };
+  inet_diag_req one_walk{};
+  one_walk.idiag_states = state_mask;
+  const auto* one_walk_bytes = reinterpret_cast<const uint8_t*>(&one_walk);
+  if (collect("tcp", {one_walk_bytes, sizeof(one_walk)}, TCPDIAG_GETSOCK)) {
+    inodes.clear();
+    for (int family : {AF_INET, AF_INET6}) {
+      inet_diag_req_v2 request{};
+      request.sdiag_family = static_cast<uint8_t>(family);
+      request.sdiag_protocol = IPPROTO_TCP;
+      request.idiag_states = state_mask;
+      const auto* bytes = reinterpret_cast<const uint8_t*>(&request);
+      if (auto error = collect(DumpName(family, IPPROTO_TCP), {bytes, sizeof(request)},
+                               SOCK_DIAG_BY_FAMILY)) {
+        return *error;
+      }
+    }
+  }
+  return inodes;
+}
+
 }  // namespace ad

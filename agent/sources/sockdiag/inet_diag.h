@@ -62,5 +62,10 @@ std::vector<uint8_t> UdpLoopbackLookupRequest(int family, uint16_t port);
 // still make the kernel step over every slot of its UDP hash table, 16384 here, per family and
 // netns). Never fails as a whole; errors name the failed family.
 ListenerDump ReadUdpSocketsOnPort(uint16_t port);
+// TCP sockets of both families in the states of `state_mask` (a bit per TCP state, e.g.
+// 1 << TCP_CLOSE_WAIT), filtered in the kernel, in the calling thread's netns: their inodes
+// (0 for sockets no file refers to, e.g. not yet accepted). One TCPDIAG_GETSOCK walk, one
+// SOCK_DIAG_BY_FAMILY dump per family when the kernel refuses it.
+Result<std::vector<uint64_t>> TcpSocketInodesInStates(uint32_t state_mask);
 
 }  // namespace ad

@@ -116,6 +116,59 @@ class ConfigDumpReader {
     dump_.workloads.push_back(std::move(workload));
   }
 
+  // "certificates": [{identity, state, certChain: [{expirationTime, ...}], rootCerts}].
+  void ReadCertificates(const JsonValue& section) {
+    if (!section.is_array()) {
+      Skip("certificates: not an array");
+      return;
+    }
+    std::map<std::string, ZtunnelCertificate> by_identity;
+    for (size_t i = 0; i < section.items().size(); ++i) {
+      const JsonValue& entry = section.items()[i];
+      const std::string where = "certificates[" + std::to_string(i) + "]";
+      if (!entry.is_object()) {
+        Skip(where + ": not an object");
+        continue;
+      }
+      ZtunnelCertificate certificate;
+      certificate.identity = StringField(entry, "identity", where);
+      certificate.state = StringField(entry, "state", where);
+      if (certificate.identity.empty()) {
+        Skip(where + ": no identity");
+        continue;
+      }
+      if (const JsonValue* chain = entry.Get("certChain"); chain != nullptr && !chain->is_null()) {
+        if (!chain->is_array()) {
+          Skip(where + ".certChain: not an array");
+        } else {
+          for (size_t j = 0; j < chain->items().size(); ++j) {
+            const JsonValue& cert = chain->items()[j];
+            const std::string cert_where = where + ".certChain[" + std::to_string(j) + "]";
+            if (!cert.is_object()) {
+              Skip(cert_where + ": not an object");
+              continue;
+            }
+            ++certificate.chain_length;
+            const std::string expiration = StringField(cert, "expirationTime", cert_where);
+            if (expiration.empty()) continue;
+            const std::optional<int64_t> at = ParseRfc3339UnixMs(expiration);
+            if (!at) {
+              Skip(cert_where + ".expirationTime: not an RFC 3339 time");
+              continue;
+            }
+            if (certificate.expires_unix_ms == 0 || *at < certificate.expires_unix_ms) {
+              certificate.expires_unix_ms = *at;
+            }
+          }
+        }
+      }
+      by_identity[certificate.identity] = std::move(certificate);
+    }
+    for (auto& [identity, certificate] : by_identity) {
+      dump_.certificates.push_back(std::move(certificate));
+    }
+  }
+
   void ReadWorkloads(const JsonValue& section) {
     if (section.is_array()) {
       for (size_t i = 0; i < section.items().size(); ++i) {
@@ -209,7 +262,75 @@ Result<ConfigDump> ParseConfigDump(std::string_view json) {
     dump.has_workloads = true;
     reader.ReadWorkloads(*workloads);
   }
+  if (const JsonValue* certificates = parsed.value->Get("certificates");
+      certificates != nullptr && !certificates->is_null()) {
+    dump.has_certificates = true;
+    reader.ReadCertificates(*certificates);
+  }
   return dump;
+}
+
+std::optional<int64_t> ParseRfc3339UnixMs(std::string_view text) {
+  // YYYY-MM-DDTHH:MM:SS[.fraction](Z|+HH:MM|-HH:MM)
+  auto digits = [&text](size_t at, size_t count) -> std::optional<int64_t> {
+    if (at + count > text.size()) return std::nullopt;
+    int64_t value = 0;
+    for (size_t i = at; i < at + count; ++i) {
+      if (text[i] < '0' || text[i] > '9') return std::nullopt;
+      value = value * 10 + (text[i] - '0');
+    }
+    return value;
+  };
+  if (text.size() < 20) return std::nullopt;
+  const auto year = digits(0, 4), month = digits(5, 2), day = digits(8, 2);
+  const auto hour = digits(11, 2), minute = digits(14, 2), second = digits(17, 2);
+  if (!year || !month || !day || !hour || !minute || !second || text[4] != '-' || text[7] != '-' ||
+      (text[10] != 'T' && text[10] != 't' && text[10] != ' ') || text[13] != ':' ||
+      text[16] != ':') {
+    return std::nullopt;
+  }
+  if (*month < 1 || *month > 12 || *day < 1 || *day > 31 || *hour > 23 || *minute > 59 ||
+      *second > 60) {
+    return std::nullopt;
+  }
+  size_t pos = 19;
+  int64_t millis = 0;
+  if (pos < text.size() && text[pos] == '.') {
+    ++pos;
+    int64_t scale = 100;
+    const size_t start = pos;
+    while (pos < text.size() && text[pos] >= '0' && text[pos] <= '9') {
+      millis += (text[pos] - '0') * scale;
+      scale /= 10;
+      ++pos;
+    }
+    if (pos == start) return std::nullopt;
+  }
+  int64_t offset_minutes = 0;
+  if (pos < text.size() && (text[pos] == 'Z' || text[pos] == 'z')) {
+    ++pos;
+  } else if (pos < text.size() && (text[pos] == '+' || text[pos] == '-')) {
+    const auto oh = digits(pos + 1, 2), om = digits(pos + 4, 2);
+    if (!oh || !om || pos + 3 >= text.size() || text[pos + 3] != ':' || *oh > 23 || *om > 59) {
+      return std::nullopt;
+    }
+    offset_minutes = (*oh * 60 + *om) * (text[pos] == '+' ? 1 : -1);
+    pos += 6;
+  } else {
+    return std::nullopt;
+  }
+  if (pos != text.size()) return std::nullopt;
+  // Days from the civil date (proleptic Gregorian), after H. Hinnant's days_from_civil.
+  const int64_t y = *year - (*month <= 2 ? 1 : 0);
+  const int64_t era = y / 400;
+  const int64_t yoe = y - era * 400;
+  const int64_t mp = (*month + 9) % 12;
+  const int64_t doy = (153 * mp + 2) / 5 + *day - 1;
+  const int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+  const int64_t days = era * 146097 + doe - 719468;
+  const int64_t seconds =
+      days * 86400 + *hour * 3600 + *minute * 60 + *second - offset_minutes * 60;
+  return seconds * 1000 + millis;
 }
 
 Result<Readiness> ParseReadiness(int status, std::string_view body) {

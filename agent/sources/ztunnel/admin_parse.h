@@ -21,13 +21,19 @@ struct ConfigDump {
   // In document order. Fields ztunnel omits at their defaults stay empty (protocol TCP,
   // networkMode Standard).
   std::vector<ZtunnelWorkload> workloads;
-  size_t skipped_entries = 0;         // entries (or fields) of the wrong type, ignored
+  bool has_certificates = false;                 // the "certificates" section was present
+  std::vector<ZtunnelCertificate> certificates;  // sorted by identity (duplicates: the last wins)
+  size_t skipped_entries = 0;                    // entries (or fields) of the wrong type, ignored
   std::vector<std::string> warnings;  // the first few reasons, e.g. "workloads[3]: not an object"
 };
 
 // Accepts both "workloads" shapes: an array (current) and the map keyed by uid (before ztunnel
 // #923, Apr 2024). Error (source "ztunnel/config_dump") only when the text is not a JSON object.
 Result<ConfigDump> ParseConfigDump(std::string_view json);
+
+// RFC 3339 date-time ("2026-12-01T18:00:00Z", "...T18:00:00.123456+02:00") -> unix ms; nullopt
+// when malformed. Pure.
+std::optional<int64_t> ParseRfc3339UnixMs(std::string_view text);
 
 struct Readiness {
   bool ready = false;

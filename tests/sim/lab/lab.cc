@@ -146,6 +146,10 @@ std::string FaultDescription(FaultKind kind, LabBackend backend, const LabPod* p
              (pod ? pod->ipv4 : std::string("?")) + " stay SYN_SENT/UNREPLIED in the host";
     case FaultKind::kCniChainMissing:
       return "the host's CNI conflist chains ptp -> portmap only: istio-cni dropped";
+    case FaultKind::kZtunnelFdPressure:
+      return "ztunnel-sim keeps 90 % of its soft RLIMIT_NOFILE open";
+    case FaultKind::kCertUnavailable:
+      return "the pod's own service account; ztunnel-sim's certificate for it is Unavailable";
   }
   return {};
 }
@@ -448,7 +452,10 @@ std::vector<const LabPod*> PodsWithFault(const LabNode& node, FaultKind kind) {
 
 // The pod as the CNI's cache knows it; the pod name is the netns name so reports line up.
 std::string ZdsPodLine(const LabPod& pod) {
-  return sim::PodsFileLine({pod.pod_uid, pod.netns_name, "lab", "default", pod.netns_path});
+  // A cert-unavailable pod has an identity of its own, so only its certificate is affected.
+  const std::string service_account =
+      HasFault(pod, FaultKind::kCertUnavailable) ? pod.netns_name : "default";
+  return sim::PodsFileLine({pod.pod_uid, pod.netns_name, "lab", service_account, pod.netns_path});
 }
 
 std::string PodsFileText(const LabNode& node, const std::function<bool(const LabPod&)>& include) {
@@ -553,6 +560,14 @@ Status StartZtunnelSim(LabNode& node) {
     for (const LabPod* pod : pods) argv.insert(argv.end(), {"--fault-uid", pod->pod_uid});
   }
   if (NodeHasFault(node, FaultKind::kZtunnelCrash)) argv.insert(argv.end(), {"--fault", "crash"});
+  for (const LabPod* pod : PodsWithFault(node, FaultKind::kCertUnavailable)) {
+    argv.insert(argv.end(), {"--cert-unavailable-uid", pod->pod_uid});
+  }
+  if (NodeHasFault(node, FaultKind::kZtunnelFdPressure)) {
+    // Room for the in-pod sockets of every pod (about 6 fds each) below the 90 % held.
+    const size_t limit = 1024 + 8 * node.pods.size();
+    argv.insert(argv.end(), {"--nofile", std::to_string(limit), "--fd-pressure", "90"});
+  }
   Result<int> pid = SpawnDaemon({argv, zds.ztunnel_netns_path, zds.ztunnel_log});
   if (!pid.ok()) return pid.error();
   zds.ztunnel_sim_pid = *pid;
@@ -752,6 +767,10 @@ std::string_view FaultName(FaultKind kind) {
       return "probe-unreplied";
     case FaultKind::kCniChainMissing:
       return "cni-chain-missing";
+    case FaultKind::kZtunnelFdPressure:
+      return "ztunnel-fd-pressure";
+    case FaultKind::kCertUnavailable:
+      return "cert-unavailable";
   }
   return "?";
 }
@@ -777,6 +796,8 @@ const std::vector<FaultKind>& ZdsFaultKinds() {
 const std::vector<FaultKind>& NodeFileFaultKinds() {
   // issue 10, CNI chain group:
   static const std::vector<FaultKind> kinds = {FaultKind::kCniChainMissing};
+      // issue 10, ztunnel health:
+      FaultKind::kZtunnelFdPressure, FaultKind::kCertUnavailable};
   return kinds;
 }
 
@@ -789,6 +810,7 @@ bool IsNodeFault(FaultKind kind) {
   return kind == FaultKind::kHostEnrolled || kind == FaultKind::kZdsDeadlock ||
          kind == FaultKind::kZdsSlowAck || kind == FaultKind::kZtunnelCrash ||
          kind == FaultKind::kCniChainMissing;
+         kind == FaultKind::kZtunnelFdPressure;
 }
 
 Result<FaultSpec> ParseFault(std::string_view text) {

@@ -47,6 +47,10 @@ enum class FaultKind : uint8_t {
   kProbeUnreplied,  // the pod's replies to the probe SNAT address are blackholed
   // issue 10, CNI chain group:
   kCniChainMissing,  // the lab host's CNI conflist lacks istio-cni (the primary CNI rewrote it)
+  // issue 10, ztunnel health:
+  kZtunnelFdPressure,  // ztunnel-sim with a low RLIMIT_NOFILE and 90 % of it open
+  kCertUnavailable,    // the pod has its own service account; ztunnel-sim's cert for it is
+                       // Unavailable
 };
 std::string_view FaultName(FaultKind kind);  // "flip", "dup-jump", ...
 // The netfilter faults (visible in rules); ZdsFaultKinds() need the emulators.
@@ -56,7 +60,7 @@ const std::vector<FaultKind>& ZdsFaultKinds();
 const std::vector<FaultKind>& NodeFileFaultKinds();
 bool IsZdsFault(FaultKind kind);
 // Faults of the node rather than of one pod (host-enrolled, zds-deadlock, zds-slow-ack,
-// ztunnel-crash); a pod index given with them is ignored.
+// ztunnel-crash, ztunnel-fd-pressure); a pod index given with them is ignored.
 bool IsNodeFault(FaultKind kind);
 
 struct FaultSpec {

@@ -47,6 +47,7 @@ options:
                        ZDS (imply --zds): zds-deadlock, zds-slow-ack, zds-drop-adds,
                        ztunnel-no-listeners, ztunnel-nack, ztunnel-crash, stale-workload,
                        redirect-missing, dns-no-listener, no-lo-v6;
+                       ztunnel health (imply --zds): ztunnel-fd-pressure, cert-unavailable;
                        probe path (implies --kubelet-prober): probe-unreplied;
                        node files (the lab host root, printed by `up`; pass it as
                        --host-root): cni-chain-missing

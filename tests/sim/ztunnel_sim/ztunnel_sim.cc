@@ -230,8 +230,47 @@ Result<ZtunnelFault> ParseZtunnelFault(std::string_view name) {
       EINVAL};
 }
 
+namespace {
+
+// RFC 3339 as ztunnel's admin prints certificate times (chrono's to_rfc3339: "+00:00").
+std::string Rfc3339(std::chrono::system_clock::time_point at) {
+  const std::time_t seconds = std::chrono::system_clock::to_time_t(at);
+  std::tm utc{};
+  gmtime_r(&seconds, &utc);
+  std::array<char, 40> text{};
+  std::strftime(text.data(), text.size(), "%Y-%m-%dT%H:%M:%S+00:00", &utc);
+  return text.data();
+}
+
+// A stand-in for a PEM certificate: base64 of a PEM block naming the subject (not a real DER).
+std::string FakePemBase64(const std::string& subject) {
+  static constexpr char kAlphabet[] =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  const std::string pem =
+      "-----BEGIN CERTIFICATE-----\nztunnel-sim " + subject + "\n-----END CERTIFICATE-----\n";
+  std::string out;
+  size_t i = 0;
+  for (; i + 2 < pem.size(); i += 3) {
+    const uint32_t n = (uint8_t(pem[i]) << 16) | (uint8_t(pem[i + 1]) << 8) | uint8_t(pem[i + 2]);
+    for (int shift : {18, 12, 6, 0}) out += kAlphabet[(n >> shift) & 63];
+  }
+  if (i < pem.size()) {
+    uint32_t n = uint8_t(pem[i]) << 16;
+    if (i + 1 < pem.size()) n |= uint8_t(pem[i + 1]) << 8;
+    out += kAlphabet[(n >> 18) & 63];
+    out += kAlphabet[(n >> 12) & 63];
+    out += i + 1 < pem.size() ? kAlphabet[(n >> 6) & 63] : '=';
+    out += '=';
+  }
+  return out;
+}
+
+}  // namespace
+
 struct ZtunnelSim::State {
   ZtunnelSimOptions options;
+  // Certificates are "issued" at start, like ztunnel's first fetch.
+  std::chrono::system_clock::time_point started_at = std::chrono::system_clock::now();
   UniqueFd wake;  // eventfd: Stop() wakes the ZDS loop
   std::thread zds_thread;
 
@@ -613,7 +652,46 @@ std::string ZtunnelSim::ConfigDumpJson() const {
   json.Field("proxyMode", "Shared");
   json.Field("localNode", options.node_name);
   json.EndObject();
-  json.Key("certificates").BeginArray().EndArray();
+  // One certificate per pod identity, as ztunnel fetches one per workload service account.
+  json.Key("certificates").BeginArray();
+  std::map<std::string, bool> identities;  // identity -> unavailable
+  for (const ZtunnelProxyView& proxy : status.proxies) {
+    const std::string identity =
+        "spiffe://cluster.local/ns/" + proxy.namespace_name + "/sa/" + proxy.service_account;
+    identities[identity] =
+        identities[identity] || options.cert_unavailable_uids.count(proxy.uid) > 0;
+  }
+  const auto issued = state_->started_at - std::chrono::minutes(1);
+  for (const auto& [identity, unavailable] : identities) {
+    json.BeginObject();
+    json.Field("identity", identity);
+    if (unavailable) {
+      json.Field("state", "Unavailable: failed to fetch certificate: the identity " + identity +
+                              " is not authorized (simulated by ztunnel-sim)");
+      json.Key("certChain").BeginArray().EndArray();
+      json.Key("rootCerts").BeginArray().EndArray();
+    } else {
+      json.Field("state", "Available");
+      json.Key("certChain").BeginArray();
+      json.BeginObject();
+      json.Field("pem", FakePemBase64(identity));
+      json.Field("serialNumber", "1" + std::to_string(identity.size()) + "0f3a2b");
+      json.Field("validFrom", Rfc3339(issued));
+      json.Field("expirationTime", Rfc3339(issued + options.cert_lifetime));
+      json.EndObject();
+      json.EndArray();
+      json.Key("rootCerts").BeginArray();
+      json.BeginObject();
+      json.Field("pem", FakePemBase64("root"));
+      json.Field("serialNumber", "1");
+      json.Field("validFrom", Rfc3339(issued - std::chrono::hours(24 * 30)));
+      json.Field("expirationTime", Rfc3339(issued + std::chrono::hours(24 * 3650)));
+      json.EndObject();
+      json.EndArray();
+    }
+    json.EndObject();
+  }
+  json.EndArray();
   json.Key("workloadState").BeginObject();
   for (const ZtunnelProxyView& proxy : status.proxies) {
     json.Key(proxy.uid).BeginObject();

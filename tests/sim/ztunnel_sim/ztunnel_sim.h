@@ -44,6 +44,11 @@ struct ZtunnelSimOptions {
   std::chrono::milliseconds retry_interval{5000};  // ztunnel's RETRY_DURATION for pending pods
   std::chrono::milliseconds max_backoff{15000};    // reconnect backoff cap (10 ms doubling)
   bool log_to_stderr = true;
+  // /config_dump certificates: one per distinct pod identity (spiffe://cluster.local/ns/<ns>/sa/
+  // <sa>), Available with a 24 h leaf; Unavailable (no chain) for the identity of these pod UIDs
+  // (lab fault cert-unavailable).
+  std::set<std::string> cert_unavailable_uids;
+  std::chrono::milliseconds cert_lifetime{24 * 3600 * 1000};
   std::function<void()> on_crash;  // fault crash; default: exit(1) like a crashing ztunnel
 };
 

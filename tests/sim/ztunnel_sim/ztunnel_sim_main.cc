@@ -3,6 +3,8 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 
 #include <charconv>
 #include <iostream>
@@ -27,6 +29,10 @@ constexpr char kUsage[] = R"(usage: ztunnel-sim --zds PATH [options]
   --fault-uid UID     limit no-listeners / nack / no-dns-listener to this pod UID (repeatable)
   --retry-ms N        retry interval for pending pods (default 5000)
   --no-admin          do not serve 127.0.0.1:15000, :15020, :15021
+  --cert-unavailable-uid UID  the certificate of this pod's identity is Unavailable (repeatable)
+  --nofile N          lower the soft RLIMIT_NOFILE to N at start
+  --fd-pressure PCT   keep open fds at PCT % of the soft RLIMIT_NOFILE (holds /dev/null fds,
+                      re-balanced 5 times a second as proxies come and go)
   --quiet             no log lines on stderr
 
 SIGUSR1 closes the DNS proxy's 15053 sockets of every running proxy (the listener-loss case).
@@ -44,6 +50,8 @@ int main(int argc, char** argv) {
   ad::sim::ZtunnelSimOptions options;
   std::string netns_path;
   bool admin = true;
+  long nofile = 0;
+  long fd_pressure = 0;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string_view arg = args[i];
     auto value = [&](std::string_view& out) {
@@ -67,6 +75,16 @@ int main(int argc, char** argv) {
       options.node_name = text;
     } else if (arg == "--netns" && value(text)) {
       netns_path = text;
+    } else if (arg == "--cert-unavailable-uid" && value(text)) {
+      options.cert_unavailable_uids.emplace(text);
+    } else if ((arg == "--nofile" || arg == "--fd-pressure") && value(text)) {
+      long n = 0;
+      const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+      const long max = arg == "--nofile" ? 1 << 20 : 99;
+      if (ec != std::errc() || end != text.data() + text.size() || n <= 0 || n > max) {
+        return Fail(std::string(arg) + " wants a number from 1 to " + std::to_string(max));
+      }
+      (arg == "--nofile" ? nofile : fd_pressure) = n;
     } else if (arg == "--fault-uid" && value(text)) {
       options.fault_uids.emplace(text);
     } else if (arg == "--retry-ms" && value(text)) {
@@ -93,6 +111,33 @@ int main(int argc, char** argv) {
     }
   }
 
+  if (nofile > 0) {
+    rlimit limit{};
+    ::getrlimit(RLIMIT_NOFILE, &limit);
+    limit.rlim_cur = static_cast<rlim_t>(nofile);
+    if (::setrlimit(RLIMIT_NOFILE, &limit) != 0) return Fail("setrlimit(RLIMIT_NOFILE) failed");
+  }
+  // Held like the sockets of a ztunnel near its fd limit; topped up or released to the target.
+  std::vector<ad::UniqueFd> held;
+  auto rebalance = [&] {
+    if (fd_pressure <= 0) return;
+    rlimit limit{};
+    struct stat fd_dir {};
+    if (::getrlimit(RLIMIT_NOFILE, &limit) != 0 || ::stat("/proc/self/fd", &fd_dir) != 0) return;
+    const long target = static_cast<long>(limit.rlim_cur) * fd_pressure / 100;
+    long open_fds = static_cast<long>(fd_dir.st_size);
+    while (open_fds > target && !held.empty()) {
+      held.pop_back();
+      --open_fds;
+    }
+    while (open_fds < target) {
+      ad::UniqueFd fd(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+      if (!fd.valid()) break;
+      held.push_back(std::move(fd));
+      ++open_fds;
+    }
+  };
+
   sigset_t signals;
   sigemptyset(&signals);
   for (int signal : {SIGTERM, SIGINT, SIGHUP, SIGUSR1}) sigaddset(&signals, signal);
@@ -108,8 +153,10 @@ int main(int argc, char** argv) {
     admin_server = std::move(started).value();
   }
   for (;;) {
-    int signal = 0;
-    if (sigwait(&signals, &signal) != 0) continue;
+    rebalance();
+    const timespec tick{0, 200'000'000};
+    const int signal = sigtimedwait(&signals, nullptr, &tick);
+    if (signal <= 0) continue;
     if (signal == SIGUSR1) {
       (*sim)->DropDnsListeners();  // a ztunnel that loses its in-pod DNS listener
       continue;
