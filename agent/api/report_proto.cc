@@ -228,6 +228,7 @@ void FillNode(const NodeSnapshot& snapshot, pb::Node* node) {
     probe->set_syn_sent_timeout_s(conntrack.syn_sent_timeout_s);
     probe->set_dump_ms(conntrack.dump_ms);
     AddErrors(conntrack.errors, probe->mutable_errors());
+  }
   if (snapshot.cni.collected) {
     const CniConfigState& cni = snapshot.cni;
     pb::CniConfig* c = node->mutable_cni();

@@ -9,8 +9,8 @@
 #include <tuple>
 #include <utility>
 
-#include "scan/conntrack_node_source.h"
 #include "scan/cni_node_source.h"
+#include "scan/conntrack_node_source.h"
 #include "scan/cri_node_source.h"
 #include "scan/nft_node_source.h"
 #include "scan/zds_node_source.h"

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "model/conntrack.h"
 #include "model/cni.h"
+#include "model/conntrack.h"
 #include "model/rule.h"
 #include "model/source_error.h"
 #include "model/zds.h"

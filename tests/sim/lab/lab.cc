@@ -789,15 +789,15 @@ const std::vector<FaultKind>& ZdsFaultKinds() {
       FaultKind::kZtunnelNoListeners, FaultKind::kZtunnelNack, FaultKind::kZtunnelCrash,
       FaultKind::kStaleWorkload, FaultKind::kRedirectMissing,
       // issue 10, in-pod prerequisites:
-      FaultKind::kDnsNoListener, FaultKind::kNoLoV6};
+      FaultKind::kDnsNoListener, FaultKind::kNoLoV6,
+      // issue 10, ztunnel health:
+      FaultKind::kZtunnelFdPressure, FaultKind::kCertUnavailable};
   return kinds;
 }
 
 const std::vector<FaultKind>& NodeFileFaultKinds() {
   // issue 10, CNI chain group:
   static const std::vector<FaultKind> kinds = {FaultKind::kCniChainMissing};
-      // issue 10, ztunnel health:
-      FaultKind::kZtunnelFdPressure, FaultKind::kCertUnavailable};
   return kinds;
 }
 
@@ -809,8 +809,7 @@ bool IsZdsFault(FaultKind kind) {
 bool IsNodeFault(FaultKind kind) {
   return kind == FaultKind::kHostEnrolled || kind == FaultKind::kZdsDeadlock ||
          kind == FaultKind::kZdsSlowAck || kind == FaultKind::kZtunnelCrash ||
-         kind == FaultKind::kCniChainMissing;
-         kind == FaultKind::kZtunnelFdPressure;
+         kind == FaultKind::kCniChainMissing || kind == FaultKind::kZtunnelFdPressure;
 }
 
 Result<FaultSpec> ParseFault(std::string_view text) {
@@ -966,6 +965,7 @@ std::string LabNode::Describe() const {
   if (kubelet_prober_pid > 0) {
     out += "  probe kubelet-prober pid " + std::to_string(kubelet_prober_pid) + " in " +
            host_netns_name + ": every ambient pod's :8080\n";
+  }
   if (!host_root.empty()) {
     out += "  host root " + host_root + " (--host-root), CNI config " + cni_conf_dir + "\n";
   }
