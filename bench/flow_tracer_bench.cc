@@ -5,6 +5,7 @@
 // adds. A paced run (--rate, default 20000/s) checks zero loss at that rate.
 //
 //   sudo build/bench/flow_tracer_bench [--connections 20000] [--runs 5] [--rate 20000]
+//                                      [--ring-bytes 1048576]
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -131,11 +132,13 @@ int Main(int argc, char** argv) {
   int connections = 20000;
   int runs = 5;
   int rate = 20000;
+  uint32_t ring_bytes = TracerOptions{}.ring_bytes;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     if (flag == "--connections") connections = std::atoi(argv[i + 1]);
     if (flag == "--runs") runs = std::atoi(argv[i + 1]);
     if (flag == "--rate") rate = std::atoi(argv[i + 1]);
+    if (flag == "--ring-bytes") ring_bytes = static_cast<uint32_t>(std::atol(argv[i + 1]));
   }
   const std::string netns = "adbench-ebpf-" + std::to_string(::getpid());
   if (std::system(("ip netns add " + netns + " && ip -n " + netns + " link set lo up").c_str()) !=
@@ -167,6 +170,7 @@ int Main(int argc, char** argv) {
       if (modes[m].tracer) {
         TracerOptions options;
         options.batch_wakeups = modes[m].batch_wakeups;
+        options.ring_bytes = ring_bytes;
         auto started = StartFlowTracer(options);
         if (!started.ok()) {
           std::fprintf(stderr, "tracer: %s\n", started.error().message.c_str());

@@ -212,7 +212,8 @@ ScanOptions ComposeScan(const EngineConfig& config) {
     conntrack.snat_v4 = config.analysis.probe_snat_v4;
     conntrack.snat_v6 = config.analysis.probe_snat_v6;
     conntrack.max_entries = config.probe_conntrack_max_entries;
-    scan.node_sources.push_back(std::make_shared<ConntrackNodeSource>(std::move(conntrack)));
+    scan.node_sources.push_back(std::make_shared<ConntrackNodeSource>(
+        std::move(conntrack), std::chrono::milliseconds(config.probe_conntrack_min_interval_ms)));
   }
   // After CRI: the chain's gaps are matched against the sandboxes' created_at.
   if (!config.cni_conf_dir.empty()) {

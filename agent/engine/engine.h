@@ -44,6 +44,10 @@ struct EngineConfig {
   // the probe SNAT addresses (analysis.probe_snat_v4/v6).
   bool probe_conntrack = true;
   size_t probe_conntrack_max_entries = 1024;
+  // Reuse the last conntrack read for this long (0: read every scan). Each dump walks the kernel's
+  // whole conntrack hash, shared by all netns (~10 ms CPU on a loaded 2-core VM): `serve` reads
+  // it at most every 15 s instead of every poll.
+  int64_t probe_conntrack_min_interval_ms = 0;
   // issue 10, CNI chain group. The CNI config directory, a host path under host_root; empty:
   // not read (--cni-conf-dir off).
   std::string cni_conf_dir = "/etc/cni/net.d";

@@ -49,7 +49,16 @@ void ConntrackNodeSource::Collect(NodeSnapshot& snapshot) {
                            });
       });
   if (!ipv6_pods) options.snat_v6.clear();
+  const auto now = std::chrono::steady_clock::now();
+  if (last_ && min_interval_.count() > 0 && now - last_read_ < min_interval_ &&
+      last_->netns_path == host->netns.PrimaryPath() &&
+      last_->snat_addresses.size() == options.snat_v4.size() + options.snat_v6.size()) {
+    snapshot.probe_conntrack = *last_;
+    return;
+  }
   snapshot.probe_conntrack = ReadProbeConntrackIn(host->netns.PrimaryPath(), options);
+  last_ = snapshot.probe_conntrack;
+  last_read_ = now;
 }
 
 }  // namespace ad

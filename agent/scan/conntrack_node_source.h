@@ -3,6 +3,8 @@
 // only: pod netns conntrack is never read. Failures land in snapshot.probe_conntrack.errors.
 #pragma once
 
+#include <chrono>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -13,12 +15,18 @@ namespace ad {
 
 class ConntrackNodeSource : public NodeSource {
  public:
-  explicit ConntrackNodeSource(ProbeConntrackOptions options) : options_(std::move(options)) {}
+  // A read younger than `min_interval` (of the same host netns) is reused instead of dumping again.
+  explicit ConntrackNodeSource(ProbeConntrackOptions options,
+                               std::chrono::milliseconds min_interval = {})
+      : options_(std::move(options)), min_interval_(min_interval) {}
   std::string_view name() const override { return "conntrack"; }
   void Collect(NodeSnapshot& snapshot) override;
 
  private:
   ProbeConntrackOptions options_;
+  std::chrono::milliseconds min_interval_;
+  std::optional<ProbeConntrackState> last_;
+  std::chrono::steady_clock::time_point last_read_{};
 };
 
 // Reads in `netns_path` (entered on a throwaway thread, always restored).

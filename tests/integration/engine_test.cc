@@ -243,21 +243,23 @@ TEST_F(EngineTest, RelistenAllReadsOnlyTheListenersOfTheOtherNetns) {
 
 TEST_F(EngineTest, ComposeScanFollowsTheConfig) {
   EngineConfig config = config_;
-  config.cni_conf_dir.clear();   // --cni-conf-dir off
-  config.nft_userspace = false;  // --no-nft-probe
+  config.cni_conf_dir.clear();     // --cni-conf-dir off
+  config.nft_userspace = false;    // --no-nft-probe
+  config.probe_conntrack = false;  // --no-probe-path
   EXPECT_TRUE(ComposeScan(config).node_sources.empty());
   config.zds = true;
   config.cri = true;
   config.cni_conf_dir = "/etc/cni/net.d";
   config.nft_userspace = true;
+  config.probe_conntrack = true;
   const ScanOptions scan = ComposeScan(config);
-  ASSERT_EQ(scan.node_sources.size(), 5u);
-  EXPECT_EQ(scan.node_sources[0]->name(), "zds");
-  EXPECT_EQ(scan.node_sources[1]->name(), "ztunnel-admin");
-  EXPECT_EQ(scan.node_sources[2]->name(), "cri");
-  // issue 10, CNI chain group: after CRI (the gaps are matched with sandbox created_at).
-  EXPECT_EQ(scan.node_sources[3]->name(), "cni");
-  EXPECT_EQ(scan.node_sources[4]->name(), "nft-userspace");
+  std::vector<std::string> names;
+  for (const auto& source : scan.node_sources) names.emplace_back(source->name());
+  // ZDS finds ztunnel and istio-cni, whose limits and admin come next; CRI names the pods; the
+  // CNI gaps are matched against the sandboxes' created_at, so after CRI.
+  const std::vector<std::string> expected = {
+      "zds", "ztunnel-resources", "ztunnel-admin", "cri", "conntrack", "cni", "nft-userspace"};
+  EXPECT_EQ(names, expected);
 }
 
 }  // namespace

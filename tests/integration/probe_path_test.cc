@@ -40,6 +40,7 @@ EngineConfig LabConfig(const lab::LabNode& node) {
   config.discovery.host_netns_path = node.host_netns_path;
   config.zds = false;
   config.cri = false;
+  config.host_root = node.host_root;  // the lab's CNI config (a healthy chain)
   config.node_name = "lab";
   config.analysis.probe_path_threshold_ms = 2000;
   return config;
