@@ -839,7 +839,7 @@ int RunServe(const std::vector<std::string>& args) {
                      "needs; an event pair per connect on the node)."});
   flags.Add({.name = "flow-ring-bytes",
              .value_name = "N",
-             .default_text = "1048576",
+             .default_text = "262144",
              .help = "Flow tracer ring-buffer size in bytes (rounded up to a power of two; its "
                      "data pages count twice in RSS). Smaller saves memory; lost events are "
                      "counted (ambient_doctor_flow_tracer_lost_events_total)."});
@@ -903,7 +903,7 @@ int RunServe(const std::vector<std::string>& args) {
   }
   flow_options.tracer.btf_path = flags.Get("flow-btf", flow_options.tracer.btf_path);
   flow_options.tracer.trace_all_connects = flags.Has("flow-all-connects");
-  if (auto bytes = ParseRingBytes(flags.Get("flow-ring-bytes", "1048576"))) {
+  if (auto bytes = ParseRingBytes(flags.Get("flow-ring-bytes", "262144"))) {
     flow_options.tracer.ring_bytes = *bytes;
   } else {
     std::fprintf(stderr, "ambient-doctor: --flow-ring-bytes must be between 4096 and 1073741824\n");
