@@ -1,6 +1,7 @@
 // Internal to analysis: finding construction shared by the check files.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <set>
 #include <string>
@@ -11,6 +12,9 @@
 #include "analysis/recognizer.h"
 
 namespace ad::analysis {
+
+// "2026-12-01T14:02:11Z" (UTC, seconds) for evidence lines; "<n> ms" when out of range.
+std::string FormatUnixMs(int64_t unix_ms);
 
 // Severity and, unless a sharper one is given, the hint come from the code table; summary gets
 // the netns path and inode appended. `subject` is the finding's identity within its netns.

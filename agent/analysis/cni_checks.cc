@@ -15,15 +15,6 @@ namespace {
 constexpr FindingCode kCode = FindingCode::kCniChainBroken;
 constexpr size_t kMaxPodsInEvidence = 20;
 
-std::string FormatUtc(int64_t unix_ms) {
-  const std::time_t seconds = static_cast<std::time_t>(unix_ms / 1000);
-  std::tm utc{};
-  if (gmtime_r(&seconds, &utc) == nullptr) return std::to_string(unix_ms) + " ms";
-  char text[32];
-  std::strftime(text, sizeof(text), "%Y-%m-%dT%H:%M:%SZ", &utc);
-  return text;
-}
-
 std::string Join(const std::vector<std::string>& items, std::string_view separator) {
   std::string text;
   for (const std::string& item : items) {
@@ -67,8 +58,8 @@ const CniChainGap* GapAt(const std::vector<CniChainGap>& gaps, int64_t t) {
 }
 
 std::string DescribeGap(const CniChainGap& gap) {
-  return "from " + FormatUtc(gap.start_unix_ms) + " to " +
-         (gap.end_unix_ms == 0 ? std::string("now") : FormatUtc(gap.end_unix_ms)) + " (" +
+  return "from " + FormatUnixMs(gap.start_unix_ms) + " to " +
+         (gap.end_unix_ms == 0 ? std::string("now") : FormatUnixMs(gap.end_unix_ms)) + " (" +
          (gap.file.empty() ? std::string("no usable config") : gap.file) + ")";
 }
 
@@ -154,7 +145,7 @@ void CheckCniChain(const NodeSnapshot& snapshot, const std::vector<NetnsClassifi
                          std::to_string(cni.files.size()) + " candidates)");
     } else {
       evidence.push_back(cni.dir + "/" + cni.active_file + " (network \"" + cni.network_name +
-                         "\", modified " + FormatUtc(cni.active_mtime_unix_ms) + ") chains: " +
+                         "\", modified " + FormatUnixMs(cni.active_mtime_unix_ms) + ") chains: " +
                          Join(cni.plugin_types, " -> ") + "; no plugin of \"type\": \"istio-cni\"");
     }
     AddSkipped(cni, evidence);
@@ -163,7 +154,7 @@ void CheckCniChain(const NodeSnapshot& snapshot, const std::vector<NetnsClassifi
       evidence.push_back(one_shot_note);
     } else if (!cni.gaps.empty() && cni.gaps.back().end_unix_ms == 0) {
       evidence.push_back("chain without istio-cni since " +
-                         FormatUtc(cni.gaps.back().start_unix_ms));
+                         FormatUnixMs(cni.gaps.back().start_unix_ms));
       std::vector<std::string> names;
       for (const Uncaptured& u : uncaptured) {
         if (u.gap != &cni.gaps.back()) continue;
@@ -208,7 +199,7 @@ void CheckCniChain(const NodeSnapshot& snapshot, const std::vector<NetnsClassifi
 
   for (const Uncaptured& u : uncaptured) {
     std::vector<std::string> evidence = {
-        "sandbox started " + FormatUtc(u.start.started_unix_ms) + " (" + u.start.how + ")",
+        "sandbox started " + FormatUnixMs(u.start.started_unix_ms) + " (" + u.start.how + ")",
         "the CNI chain lacked istio-cni " + DescribeGap(*u.gap),
         "no Istio redirect rules in the netns and no ZDS hand-off: the pod was never captured",
         "if the pod is not meant to be in the mesh (its namespace not labelled "

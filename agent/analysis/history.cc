@@ -1,7 +1,11 @@
 #include "analysis/history.h"
 
+#include <ctime>
 #include <set>
+#include <string>
 #include <utility>
+
+#include "analysis/checks.h"
 
 namespace ad {
 
@@ -109,5 +113,18 @@ std::vector<FindingRecord> FindingHistory::Apply(const std::vector<Finding>& ope
   open_ = std::move(still_open);
   return records;
 }
+
+namespace analysis {
+
+std::string FormatUnixMs(int64_t unix_ms) {
+  const std::time_t seconds = static_cast<std::time_t>(unix_ms / 1000);
+  std::tm utc{};
+  if (gmtime_r(&seconds, &utc) == nullptr) return std::to_string(unix_ms) + " ms";
+  char text[32];
+  std::strftime(text, sizeof(text), "%Y-%m-%dT%H:%M:%SZ", &utc);
+  return text;
+}
+
+}  // namespace analysis
 
 }  // namespace ad

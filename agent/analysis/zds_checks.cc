@@ -23,15 +23,6 @@ constexpr uint32_t kZtunnelMark = 0x539;
 constexpr uint8_t kTcp = 6;
 constexpr std::string_view kWorkloadProxyManager = "workload proxy manager";
 
-std::string FormatUnixMs(int64_t unix_ms) {
-  const std::time_t seconds = static_cast<std::time_t>(unix_ms / 1000);
-  std::tm utc{};
-  if (gmtime_r(&seconds, &utc) == nullptr) return std::to_string(unix_ms) + " ms";
-  char text[32];
-  std::strftime(text, sizeof(text), "%Y-%m-%dT%H:%M:%SZ", &utc);
-  return text;
-}
-
 std::string FormatDuration(int64_t ms) {
   if (ms < 0) ms = 0;
   const int64_t seconds = ms / 1000;

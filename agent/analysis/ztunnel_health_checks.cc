@@ -24,15 +24,6 @@ std::string Percent(uint64_t used, uint64_t limit) {
          " %";
 }
 
-std::string FormatUnixMs(int64_t unix_ms) {
-  const std::time_t seconds = static_cast<std::time_t>(unix_ms / 1000);
-  std::tm utc{};
-  if (gmtime_r(&seconds, &utc) == nullptr) return std::to_string(unix_ms) + " ms";
-  char text[32];
-  std::strftime(text, sizeof(text), "%Y-%m-%dT%H:%M:%SZ", &utc);
-  return text;
-}
-
 std::string FormatDuration(int64_t ms) {
   if (ms < 0) ms = -ms;
   const int64_t seconds = ms / 1000;
