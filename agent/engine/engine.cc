@@ -144,17 +144,11 @@ void RereadOrphanedListeners(const std::set<uint64_t>& owned_before,
           return listener.owner_pids.empty() && owned_before.contains(listener.inode);
         });
     if (!orphaned) continue;
-    std::map<uint64_t, std::vector<int>> owners;
-    for (const ListeningSocket& listener : netns.listeners) {
-      owners.emplace(listener.inode, listener.owner_pids);
-    }
+    NetnsSnapshot before;
+    before.listeners = netns.listeners;
     // Only the listeners are read: the rules stay those the change monitor's baselines describe.
     std::jthread([&] { inspector.RefreshListeners(netns); }).join();  // setns off this thread
-    for (ListeningSocket& listener : netns.listeners) {
-      if (auto it = owners.find(listener.inode); it != owners.end()) {
-        listener.owner_pids = it->second;
-      }
-    }
+    CarryListenerOwners(before, netns);
   }
 }
 

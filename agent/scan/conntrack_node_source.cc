@@ -51,13 +51,13 @@ void ConntrackNodeSource::Collect(NodeSnapshot& snapshot) {
   if (!ipv6_pods) options.snat_v6.clear();
   const auto now = std::chrono::steady_clock::now();
   if (last_ && min_interval_.count() > 0 && now - last_read_ < min_interval_ &&
-      last_->netns_path == host->netns.PrimaryPath() &&
-      last_->snat_addresses.size() == options.snat_v4.size() + options.snat_v6.size()) {
+      last_->netns_path == host->netns.PrimaryPath() && last_with_ipv6_ == ipv6_pods) {
     snapshot.probe_conntrack = *last_;
     return;
   }
   snapshot.probe_conntrack = ReadProbeConntrackIn(host->netns.PrimaryPath(), options);
   last_ = snapshot.probe_conntrack;
+  last_with_ipv6_ = ipv6_pods;
   last_read_ = now;
 }
 

@@ -26,6 +26,7 @@ class ConntrackNodeSource : public NodeSource {
   ProbeConntrackOptions options_;
   std::chrono::milliseconds min_interval_;
   std::optional<ProbeConntrackState> last_;
+  bool last_with_ipv6_ = false;  // the last read dumped the IPv6 table too
   std::chrono::steady_clock::time_point last_read_{};
 };
 

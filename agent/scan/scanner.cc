@@ -36,8 +36,8 @@ std::map<uint64_t, NetnsSnapshot*> ByInode(NodeSnapshot& snapshot) {
   return by_inode;
 }
 
-// Listener owners come from the fd inventory, which a scan without node sources does not take:
-// keep what was attributed to the same sockets before.
+}  // namespace
+
 void CarryListenerOwners(const NetnsSnapshot& before, NetnsSnapshot& now) {
   std::map<uint64_t, const std::vector<int>*> owners;
   for (const ListeningSocket& listener : before.listeners) {
@@ -49,8 +49,6 @@ void CarryListenerOwners(const NetnsSnapshot& before, NetnsSnapshot& now) {
     }
   }
 }
-
-}  // namespace
 
 void NetnsInspector::RefreshListeners(NetnsSnapshot& snapshot) {
   NetnsSnapshot fresh = Inspect(snapshot.netns);

@@ -38,6 +38,10 @@ struct ScanReuse {
   bool node_sources = true;
 };
 
+// Listener owners come from the fd inventory, which a scan without node sources does not take:
+// the sockets of `now` that were in `before` get the owners attributed to them there.
+void CarryListenerOwners(const NetnsSnapshot& before, NetnsSnapshot& now);
+
 NodeSnapshot ScanNode(const ScanOptions& options, NetnsInspector& inspector,
                       const ScanReuse* reuse = nullptr);
 
