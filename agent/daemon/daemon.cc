@@ -111,6 +111,15 @@ Daemon::Daemon(DaemonOptions options, std::unique_ptr<NetnsInspector> inspector,
   // that was ~3 MiB of the idle daemon's RSS. Two arenas match the scan's two workers.
   // MALLOC_ARENA_MAX still overrides.
   if (std::getenv("MALLOC_ARENA_MAX") == nullptr) (void)::mallopt(M_ARENA_MAX, 2);
+  // glibc raises its mmap threshold each time a large block is freed (up to 32 MiB), after which
+  // the scan's netlink dump buffers come from the heap and their pages stay after free. A fixed
+  // threshold keeps them mmapped (given back at free); freed heap tops are given back from 128 KiB.
+  if (std::getenv("MALLOC_MMAP_THRESHOLD_") == nullptr) {
+    (void)::mallopt(M_MMAP_THRESHOLD, 64 * 1024);
+  }
+  if (std::getenv("MALLOC_TRIM_THRESHOLD_") == nullptr) {
+    (void)::mallopt(M_TRIM_THRESHOLD, 128 * 1024);
+  }
   if (options_.extra_findings) {
     engine_.set_extra_findings([this](const NodeSnapshot& snapshot, const NodeAnalysis& analysis) {
       last_extra_ = options_.extra_findings(snapshot, analysis);
@@ -151,7 +160,8 @@ void Daemon::StepAndPublish(StepTrigger trigger, const StepPlan& plan, LogFormat
     ++unchanged_steps_;
     if (options_.on_step) options_.on_step(trigger, seconds, plan.dirty_netns.size());
     // A resync read listeners everywhere and some netns in full even when nothing changed.
-    if (trigger == StepTrigger::kResync || plan.dirty_netns.size() >= kTrimAfterRereads) {
+    // A skipped poll still built the node sources' data and a snapshot and let them go.
+    if (trigger != StepTrigger::kEvent || plan.dirty_netns.size() >= kTrimAfterRereads) {
       ReleaseFreedMemory();
     }
     return;  // same findings, same sources: outputs keep the last result
