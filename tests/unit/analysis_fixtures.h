@@ -123,6 +123,55 @@ inline NetnsSnapshot HealthyHost(Backend backend, bool ipv6,
   return host;
 }
 
+// One ZDS connection as the node sources see it: istio-cni (`cni_pid`) listens on the socket and
+// holds the accepted end of ztunnel's (`ztunnel_pid`) client.
+inline void AddZdsConnection(NodeSnapshot& node, int cni_pid, int ztunnel_pid) {
+  node.zds_collected = true;
+  node.zds.path = "/var/run/ztunnel/ztunnel.sock";
+  node.zds.listener_found = true;
+  node.zds.listener.inode = 5000;
+  node.zds.listener.type = 5;    // SOCK_SEQPACKET
+  node.zds.listener.state = 10;  // LISTEN
+  node.zds.listener.path = node.zds.path;
+  node.zds.listener.owner_pids = {cni_pid};
+  UnixSocket accepted;
+  accepted.inode = 5001;
+  accepted.peer_inode = 5002;
+  accepted.owner_pids = {cni_pid};
+  node.zds.accepted = {accepted};
+  UnixSocket client;
+  client.inode = 5002;
+  client.peer_inode = 5001;
+  client.owner_pids = {ztunnel_pid};
+  node.zds.clients = {client};
+}
+
+// A process of the fd inventory holding `netns_fds`, named after its role.
+inline ProcessNetnsFds ProcessWithNetnsFds(int pid, ProcessRole role,
+                                           std::vector<uint64_t> netns_fds, uint64_t own_netns,
+                                           int64_t start_time_unix_ms = 0) {
+  ProcessNetnsFds process;
+  process.pid = pid;
+  process.comm = role == ProcessRole::kZtunnel ? "ztunnel" : "istio-cni";
+  process.role = role;
+  process.own_netns_inode = own_netns;
+  process.netns_fd_inodes = std::move(netns_fds);
+  process.start_time_unix_ms = start_time_unix_ms;
+  return process;
+}
+
+// A CRI pod sandbox of namespace demo.
+inline PodIdentity CriPod(std::string uid, std::string name, uint64_t netns_inode,
+                          std::vector<std::string> ips = {}) {
+  PodIdentity pod;
+  pod.uid = std::move(uid);
+  pod.name = std::move(name);
+  pod.namespace_name = "demo";
+  pod.netns_inode = netns_inode;
+  pod.ips = std::move(ips);
+  return pod;
+}
+
 inline std::vector<std::string> Codes(const NodeAnalysis& analysis) {
   std::vector<std::string> codes;
   for (const Finding& finding : analysis.findings)

@@ -81,37 +81,12 @@ NodeSnapshot ServedNode(Backend backend = Backend::kIptablesNft,
   ztunnel_netns.netns.pids = {kZtunnelPid};
   node.netns.push_back(ztunnel_netns);
 
-  node.zds_collected = true;
-  node.zds.path = "/var/run/ztunnel/ztunnel.sock";
-  node.zds.listener_found = true;
-  node.zds.listener.inode = 5000;
-  node.zds.listener.path = node.zds.path;
-  node.zds.listener.owner_pids = {kCniPid};
-  UnixSocket accepted;
-  accepted.inode = 5001;
-  accepted.peer_inode = 5002;
-  accepted.owner_pids = {kCniPid};
-  node.zds.accepted = {accepted};
-  UnixSocket client;
-  client.inode = 5002;
-  client.peer_inode = 5001;
-  client.owner_pids = {kZtunnelPid};
-  node.zds.clients = {client};
+  test::AddZdsConnection(node, kCniPid, kZtunnelPid);
 
-  ProcessNetnsFds cni;
-  cni.pid = kCniPid;
-  cni.comm = "istio-cni";
-  cni.role = ProcessRole::kIstioCni;
-  cni.own_netns_inode = 4026531840;
-  cni.netns_fd_inodes = {kPodInode};
-  node.processes.push_back(cni);
-  ProcessNetnsFds ztunnel;
-  ztunnel.pid = kZtunnelPid;
-  ztunnel.comm = "ztunnel";
-  ztunnel.role = ProcessRole::kZtunnel;
-  ztunnel.own_netns_inode = kZtunnelNetnsInode;
-  ztunnel.netns_fd_inodes = {kPodInode};
-  node.processes.push_back(ztunnel);
+  node.processes.push_back(
+      test::ProcessWithNetnsFds(kCniPid, ProcessRole::kIstioCni, {kPodInode}, 4026531840));
+  node.processes.push_back(test::ProcessWithNetnsFds(kZtunnelPid, ProcessRole::kZtunnel,
+                                                     {kPodInode}, kZtunnelNetnsInode));
 
   ZtunnelAdminState admin;
   admin.pid = kZtunnelPid;
@@ -122,13 +97,7 @@ NodeSnapshot ServedNode(Backend backend = Backend::kIptablesNft,
   node.ztunnels.push_back(admin);
 
   node.cri.available = true;
-  PodIdentity identity;
-  identity.uid = "uid-echo";
-  identity.name = "echo";
-  identity.namespace_name = "demo";
-  identity.netns_inode = kPodInode;
-  identity.ips = {"10.244.0.5"};
-  node.cri.pods.push_back(identity);
+  node.cri.pods.push_back(test::CriPod("uid-echo", "echo", kPodInode, {"10.244.0.5"}));
   return node;
 }
 

@@ -42,14 +42,7 @@ void AddZtunnelListeners(NetnsSnapshot& netns, int owner = kZtunnelPid) {
 
 ProcessNetnsFds Process(int pid, ProcessRole role, std::vector<uint64_t> netns_fds,
                         uint64_t own_netns = 4026531840) {
-  ProcessNetnsFds process;
-  process.pid = pid;
-  process.comm = role == ProcessRole::kZtunnel ? "ztunnel" : "istio-cni";
-  process.role = role;
-  process.own_netns_inode = own_netns;
-  process.netns_fd_inodes = std::move(netns_fds);
-  process.start_time_unix_ms = kT0 - 3600000;
-  return process;
+  return test::ProcessWithNetnsFds(pid, role, std::move(netns_fds), own_netns, kT0 - 3600000);
 }
 
 ZtunnelWorkload HboneWorkload(std::string ip, std::string node = "node-a") {
@@ -79,24 +72,7 @@ NodeSnapshot ServedNode() {
   ztunnel_netns.netns.pids = {kZtunnelPid};
   node.netns.push_back(ztunnel_netns);
 
-  node.zds_collected = true;
-  node.zds.path = "/var/run/ztunnel/ztunnel.sock";
-  node.zds.listener_found = true;
-  node.zds.listener.inode = 5000;
-  node.zds.listener.type = 5;
-  node.zds.listener.state = 10;
-  node.zds.listener.path = node.zds.path;
-  node.zds.listener.owner_pids = {kCniPid};
-  UnixSocket accepted;
-  accepted.inode = 5001;
-  accepted.peer_inode = 5002;
-  accepted.owner_pids = {kCniPid};
-  node.zds.accepted = {accepted};
-  UnixSocket client;
-  client.inode = 5002;
-  client.peer_inode = 5001;
-  client.owner_pids = {kZtunnelPid};
-  node.zds.clients = {client};
+  test::AddZdsConnection(node, kCniPid, kZtunnelPid);
 
   node.processes.push_back(Process(kCniPid, ProcessRole::kIstioCni, {kPodInode}));
   node.processes.push_back(
@@ -114,13 +90,7 @@ NodeSnapshot ServedNode() {
 
   node.cri.available = true;
   node.cri.endpoint = "unix:///run/containerd/containerd.sock";
-  PodIdentity pod;
-  pod.uid = "uid-echo";
-  pod.name = "echo";
-  pod.namespace_name = "demo";
-  pod.netns_inode = kPodInode;
-  pod.ips = {"10.244.0.5"};
-  node.cri.pods.push_back(pod);
+  node.cri.pods.push_back(test::CriPod("uid-echo", "echo", kPodInode, {"10.244.0.5"}));
   return node;
 }
 

@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <string>
-#include <tuple>
 #include <vector>
 
 #include "analysis/analysis.h"
@@ -43,14 +42,7 @@ void AddZtunnelListeners(NetnsSnapshot& netns) {
 
 ProcessNetnsFds Process(int pid, ProcessRole role, std::vector<uint64_t> netns_fds,
                         uint64_t own_netns) {
-  ProcessNetnsFds process;
-  process.pid = pid;
-  process.comm = role == ProcessRole::kZtunnel ? "ztunnel" : "istio-cni";
-  process.role = role;
-  process.own_netns_inode = own_netns;
-  process.netns_fd_inodes = std::move(netns_fds);
-  process.start_time_unix_ms = kT0 - kHour;
-  return process;
+  return test::ProcessWithNetnsFds(pid, role, std::move(netns_fds), own_netns, kT0 - kHour);
 }
 
 ZtunnelCertificate Certificate(std::string identity, std::string state, int64_t expires) {
@@ -78,24 +70,7 @@ NodeSnapshot HealthyNode() {
   ztunnel_netns.netns.pids = {kZtunnelPid};
   node.netns.push_back(ztunnel_netns);
 
-  node.zds_collected = true;
-  node.zds.path = "/var/run/ztunnel/ztunnel.sock";
-  node.zds.listener_found = true;
-  node.zds.listener.inode = 5000;
-  node.zds.listener.type = 5;
-  node.zds.listener.state = 10;
-  node.zds.listener.path = node.zds.path;
-  node.zds.listener.owner_pids = {kCniPid};
-  UnixSocket accepted;
-  accepted.inode = 5001;
-  accepted.peer_inode = 5002;
-  accepted.owner_pids = {kCniPid};
-  node.zds.accepted = {accepted};
-  UnixSocket client;
-  client.inode = 5002;
-  client.peer_inode = 5001;
-  client.owner_pids = {kZtunnelPid};
-  node.zds.clients = {client};
+  test::AddZdsConnection(node, kCniPid, kZtunnelPid);
   node.processes.push_back(
       Process(kCniPid, ProcessRole::kIstioCni, {kPodInode, kSecondPodInode}, 4026531840));
   node.processes.push_back(Process(kZtunnelPid, ProcessRole::kZtunnel, {kPodInode, kSecondPodInode},
@@ -118,15 +93,8 @@ NodeSnapshot HealthyNode() {
 
   node.cri.available = true;
   node.cri.endpoint = "unix:///run/containerd/containerd.sock";
-  for (const auto& [uid, name, inode] :
-       {std::tuple{"uid-echo", "echo", kPodInode}, std::tuple{"uid-web", "web", kSecondPodInode}}) {
-    PodIdentity pod;
-    pod.uid = uid;
-    pod.name = name;
-    pod.namespace_name = "demo";
-    pod.netns_inode = inode;
-    node.cri.pods.push_back(pod);
-  }
+  node.cri.pods.push_back(test::CriPod("uid-echo", "echo", kPodInode));
+  node.cri.pods.push_back(test::CriPod("uid-web", "web", kSecondPodInode));
 
   ZtunnelResourceUsage usage;
   usage.pid = kZtunnelPid;
