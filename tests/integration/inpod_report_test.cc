@@ -29,6 +29,7 @@
 #include "lab/exec.h"
 #include "lab/lab.h"
 #include "model/json_parse.h"
+#include "report_json.h"
 #include "scan/inspector.h"
 #include "sources/netns/netns_guard.h"
 #include "sources/route/route_reader.h"
@@ -55,43 +56,13 @@ class InpodReportTest : public ::testing::Test {
   }
 };
 
-struct JsonFinding {
-  std::string code;
-  std::string severity;
-  std::string netns_path;
-  std::string subject;
-  std::vector<std::string> evidence;
-};
-
-struct Report {
-  int exit_code = -1;
-  std::vector<JsonFinding> findings;
-  std::string raw;
-};
+using test::EvidenceHas;
+using test::JsonFinding;
+using Report = test::ReportRun;
 
 Report RunReport(const lab::LabNode& node) {
-  Report report;
-  auto out = lab::RunCommand(
-      {{kDoctor, "report", "--local", "--lab-prefix", node.prefix, "-o", "json"}, "", ""});
-  if (!out.ok()) return report;
-  report.exit_code = out->exit_code;
-  report.raw = out->out + out->err;
-  auto parsed = ParseJson(out->out);
-  if (!parsed.value) return report;
-  if (const JsonValue* findings = parsed.value->Get("findings")) {
-    for (const JsonValue& f : findings->items()) {
-      JsonFinding finding;
-      finding.code = f.GetString("code");
-      finding.severity = f.GetString("severity");
-      finding.subject = f.GetString("subject");
-      if (const JsonValue* netns = f.Get("netns")) finding.netns_path = netns->GetString("path");
-      if (const JsonValue* evidence = f.Get("evidence")) {
-        for (const JsonValue& line : evidence->items()) finding.evidence.push_back(line.AsString());
-      }
-      report.findings.push_back(std::move(finding));
-    }
-  }
-  return report;
+  return test::RunReportJson(
+      {kDoctor, "report", "--local", "--lab-prefix", node.prefix, "-o", "json"});
 }
 
 using NetnsCode = std::tuple<std::string, std::string>;  // netns path, code
@@ -109,13 +80,6 @@ const JsonFinding* Find(const Report& report, const std::string& path, const std
     if (f.netns_path == path && f.code == code) return &f;
   }
   return nullptr;
-}
-
-bool EvidenceHas(const JsonFinding& finding, const std::string& text) {
-  for (const std::string& line : finding.evidence) {
-    if (line.find(text) != std::string::npos) return true;
-  }
-  return false;
 }
 
 TEST_F(InpodReportTest, HealthyLabsHaveNoFindings) {

@@ -18,6 +18,7 @@
 #include "lab/exec.h"
 #include "lab/lab.h"
 #include "model/json_parse.h"
+#include "report_json.h"
 
 namespace ad {
 namespace {
@@ -38,62 +39,15 @@ class ZdsReportTest : public ::testing::Test {
   }
 };
 
-// One finding of the agent's JSON (report and watch share the shape).
-struct JsonFinding {
-  std::string code;
-  std::string severity;
-  std::string netns_path;
-  uint64_t netns_inode = 0;
-  std::vector<std::string> evidence;
-  int64_t since_unix_ms = 0;  // 0 when null
-};
-
-JsonFinding ToFinding(const JsonValue& f) {
-  JsonFinding out;
-  out.code = f.GetString("code");
-  out.severity = f.GetString("severity");
-  if (const JsonValue* netns = f.Get("netns")) {
-    out.netns_path = netns->GetString("path");
-    if (const JsonValue* inode = netns->Get("inode")) {
-      out.netns_inode = static_cast<uint64_t>(inode->AsNumber());
-    }
-  }
-  if (const JsonValue* evidence = f.Get("evidence")) {
-    for (const JsonValue& line : evidence->items()) out.evidence.push_back(line.AsString());
-  }
-  if (const JsonValue* since = f.Get("since_unix_ms")) {
-    out.since_unix_ms = static_cast<int64_t>(since->AsNumber());
-  }
-  return out;
-}
-
-std::vector<JsonFinding> ToFindings(const JsonValue* array) {
-  std::vector<JsonFinding> out;
-  if (array == nullptr) return out;
-  for (const JsonValue& f : array->items()) out.push_back(ToFinding(f));
-  return out;
-}
-
-// `report -o json`.
-struct Report {
-  int exit_code = -1;
-  std::vector<JsonFinding> findings;
-  std::string raw;
-};
+using test::JsonFinding;
+using test::ToFindings;
+using Report = test::ReportRun;
 
 Report RunReport(const lab::LabNode& node, const std::vector<std::string>& extra = {}) {
   std::vector<std::string> argv = {kDoctor, "report", "--lab-prefix", node.prefix,
                                    "-o",    "json",   "--no-cri"};
   argv.insert(argv.end(), extra.begin(), extra.end());
-  Report report;
-  auto out = lab::RunCommand({argv, "", ""});
-  if (!out.ok()) return report;
-  report.exit_code = out->exit_code;
-  report.raw = out->out + out->err;
-  auto parsed = ParseJson(out->out);
-  if (!parsed.value) return report;
-  report.findings = ToFindings(parsed.value->Get("findings"));
-  return report;
+  return test::RunReportJson(std::move(argv));
 }
 
 // Where a finding is and what it says: (netns path, netns inode, code). A netns that no longer has

@@ -25,6 +25,7 @@
 #include "lab/exec.h"
 #include "lab/lab.h"
 #include "model/json_parse.h"
+#include "report_json.h"
 #include "scan/ztunnel_resource_node_source.h"
 
 namespace ad {
@@ -55,27 +56,15 @@ struct Report {
 Report RunReport(const lab::LabNode& node, const std::vector<std::string>& extra = {}) {
   std::vector<std::string> argv = {kDoctor, "report", "--lab-prefix", node.prefix, "-o", "json"};
   argv.insert(argv.end(), extra.begin(), extra.end());
+  const test::ReportRun run = test::RunReportJson(std::move(argv));
   Report report;
-  auto out = lab::RunCommand({argv, "", ""});
-  if (!out.ok()) return report;
-  report.exit_code = out->exit_code;
-  report.raw = out->out + out->err;
-  auto parsed = ParseJson(out->out);
-  if (!parsed.value) return report;
-  if (const JsonValue* findings = parsed.value->Get("findings")) {
-    for (const JsonValue& f : findings->items()) {
-      const std::string severity = f.GetString("severity");
-      if (severity != "warning" && severity != "critical") continue;
-      const JsonValue* netns = f.Get("netns");
-      const JsonValue* inode = netns != nullptr ? netns->Get("inode") : nullptr;
-      report.findings.insert({netns != nullptr ? netns->GetString("path") : "",
-                              inode != nullptr ? static_cast<uint64_t>(inode->AsNumber()) : 0,
-                              f.GetString("code")});
-      if (f.GetString("code").starts_with("ZTUNNEL_") && f.Get("evidence") != nullptr) {
-        for (const JsonValue& line : f.Get("evidence")->items()) {
-          report.evidence.push_back(line.AsString());
-        }
-      }
+  report.exit_code = run.exit_code;
+  report.raw = run.raw;
+  for (const test::JsonFinding& f : run.findings) {
+    if (f.severity != "warning" && f.severity != "critical") continue;
+    report.findings.insert({f.netns_path, f.netns_inode, f.code});
+    if (f.code.starts_with("ZTUNNEL_")) {
+      report.evidence.insert(report.evidence.end(), f.evidence.begin(), f.evidence.end());
     }
   }
   return report;
