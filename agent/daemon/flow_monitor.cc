@@ -3,6 +3,9 @@
 #include <malloc.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <iterator>
+#include <set>
 #include <utility>
 #include <vector>
 
@@ -45,15 +48,60 @@ FlowTracerStatus FlowMonitor::Status() const {
     status.state_full = counters.state_full;
     status.decode_errors = counters.decode_errors;
   }
+  status.live_refreshes = live_refreshes_.load();
+  status.live_netns_reads = live_netns_reads_.load();
+  status.live_errors = live_errors_.load();
+  status.live_updates = live_updates_.load();
+  status.live_updates_skipped = live_updates_skipped_.load();
   return status;
+}
+
+void FlowMonitor::RefreshLive(FlowTable& table, NetnsPathCache& paths,
+                              std::vector<FlowEvent>& batch) {
+  const std::set<uint32_t> open_netns = table.OpenNetns();
+  if (open_netns.empty()) return;  // idle: no discovery, no netns entered
+  ++live_refreshes_;
+  LiveNetnsRead read =
+      ReadLiveTcpOfNetns(open_netns, paths.Resolve(open_netns), options_.tracer.ports);
+  live_netns_reads_ += read.netns_read;
+  live_errors_ += read.errors.size();
+  for (const std::string& error : read.errors) spdlog::debug("flow live refresh: {}", error);
+  std::vector<FlowEvent> updates;
+  table.RefreshLive(read.sockets, &updates);
+  const size_t cap = std::max<size_t>(1, options_.max_updates_per_refresh);
+  if (updates.size() > cap) {
+    // The same flows must not always be the ones left out: rotate through them by flow id.
+    std::sort(updates.begin(), updates.end(), [](const FlowEvent& a, const FlowEvent& b) {
+      return a.flow.flow_id < b.flow.flow_id;
+    });
+    const size_t start = update_cursor_ % updates.size();
+    std::rotate(updates.begin(), updates.begin() + static_cast<std::ptrdiff_t>(start),
+                updates.end());
+    live_updates_skipped_ += updates.size() - cap;
+    updates.resize(cap);
+    update_cursor_ = start + cap;
+  }
+  live_updates_ += updates.size();
+  batch.insert(batch.end(), std::make_move_iterator(updates.begin()),
+               std::make_move_iterator(updates.end()));
 }
 
 void FlowMonitor::Run() {
   FlowTable table(options_.limits);
+  NetnsPathCache paths(options_.discovery);
   std::vector<FlowEvent> batch;
   auto last_published = std::chrono::steady_clock::now();
+  const bool live = options_.live_interval.count() > 0;
+  auto next_live = last_published + options_.live_interval;
   while (!stopping_.load()) {
-    Result<size_t> polled = tracer_->Poll(options_.poll, [&](const FlowEvent& event) {
+    // Poll no longer than until the next live refresh is due.
+    std::chrono::milliseconds timeout = options_.poll;
+    if (live) {
+      const auto until_live = std::chrono::duration_cast<std::chrono::milliseconds>(
+          next_live - std::chrono::steady_clock::now());
+      timeout = std::clamp(until_live, std::chrono::milliseconds(0), options_.poll);
+    }
+    Result<size_t> polled = tracer_->Poll(timeout, [&](const FlowEvent& event) {
       table.Apply(event);
       batch.push_back(event);
     });
@@ -62,6 +110,10 @@ void FlowMonitor::Run() {
       std::this_thread::sleep_for(options_.poll);  // a failing poll must not spin
     }
     const auto now = std::chrono::steady_clock::now();
+    if (live && now >= next_live) {
+      RefreshLive(table, paths, batch);
+      next_live = now + options_.live_interval;
+    }
     if (batch.empty() && now - last_published < options_.republish) continue;
     hub_->SetStatus(Status());
     hub_->Publish(std::exchange(batch, {}), table.View());
