@@ -239,7 +239,8 @@ int FollowLocalFlows(FlowTracer& tracer, FlowsReport& names, const DiscoveryOpti
   auto next_live = std::chrono::steady_clock::now() + live_interval;
   while (!g_stop_flows) {
     Result<size_t> polled = tracer.Poll(std::chrono::milliseconds(200), [&](const FlowEvent& e) {
-      table.Apply(e);
+      // Only the --netns flows: the live refresh then enters that netns alone.
+      if (!filter.netns || e.flow.netns_inode == *filter.netns) table.Apply(e);
       print(e);
     });
     if (!polled.ok()) {

@@ -57,12 +57,12 @@ FlowTracerStatus FlowMonitor::Status() const {
 }
 
 void FlowMonitor::RefreshLive(FlowTable& table, NetnsPathCache& paths,
-                              std::vector<FlowEvent>& batch) {
+                              std::vector<FlowEvent>& batch, const std::function<void()>& drain) {
   const std::set<uint32_t> open_netns = table.OpenNetns();
   if (open_netns.empty()) return;  // idle: no discovery, no netns entered
   ++live_refreshes_;
   LiveNetnsRead read =
-      ReadLiveTcpOfNetns(open_netns, paths.Resolve(open_netns), options_.tracer.ports);
+      ReadLiveTcpOfNetns(open_netns, paths.Resolve(open_netns), options_.tracer.ports, drain);
   live_netns_reads_ += read.netns_read;
   live_errors_ += read.errors.size();
   for (const std::string& error : read.errors) spdlog::debug("flow live refresh: {}", error);
@@ -101,17 +101,21 @@ void FlowMonitor::Run() {
           next_live - std::chrono::steady_clock::now());
       timeout = std::clamp(until_live, std::chrono::milliseconds(0), options_.poll);
     }
-    Result<size_t> polled = tracer_->Poll(timeout, [&](const FlowEvent& event) {
+    const auto apply = [&](const FlowEvent& event) {
       table.Apply(event);
       batch.push_back(event);
-    });
+    };
+    Result<size_t> polled = tracer_->Poll(timeout, apply);
     if (!polled.ok()) {
       spdlog::debug("flow tracer poll: {}", polled.error().message);
       std::this_thread::sleep_for(options_.poll);  // a failing poll must not spin
     }
     const auto now = std::chrono::steady_clock::now();
     if (live && now >= next_live) {
-      RefreshLive(table, paths, batch);
+      // Events that arrive while netns are read are applied first: a socket read before its
+      // close was applied only matches while its flow is still open, so nothing is resurrected.
+      RefreshLive(table, paths, batch,
+                  [&] { (void)tracer_->Poll(std::chrono::milliseconds(0), apply); });
       next_live = now + options_.live_interval;
     }
     if (batch.empty() && now - last_published < options_.republish) continue;

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <thread>
 
@@ -52,7 +53,9 @@ class FlowMonitor {
  private:
   void Run();
   // One live refresh of the open flows of `table`; appends the update events to `batch`.
-  void RefreshLive(FlowTable& table, NetnsPathCache& paths, std::vector<FlowEvent>& batch);
+  // `drain` empties the tracer's ring into the table and the batch between netns reads.
+  void RefreshLive(FlowTable& table, NetnsPathCache& paths, std::vector<FlowEvent>& batch,
+                   const std::function<void()>& drain);
   FlowTracerStatus Status() const;
 
   FlowMonitorOptions options_;

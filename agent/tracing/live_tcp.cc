@@ -144,18 +144,20 @@ std::map<uint32_t, std::string> NetnsPathsByInode(const DiscoveryOptions& discov
 
 LiveNetnsRead ReadLiveTcpOfNetns(const std::set<uint32_t>& inodes,
                                  const std::map<uint32_t, std::string>& paths,
-                                 const std::vector<uint16_t>& ports) {
+                                 const std::vector<uint16_t>& ports,
+                                 const std::function<void()>& after_each) {
   LiveNetnsRead read;
   for (uint32_t inode : inodes) {
     auto it = paths.find(inode);
     if (it == paths.end()) continue;
     ++read.netns_read;
     Result<std::vector<LiveSocketStats>> sockets = ReadLiveTcpSockets(it->second, ports);
-    if (!sockets.ok()) {
+    if (sockets.ok()) {
+      read.sockets.insert(read.sockets.end(), sockets->begin(), sockets->end());
+    } else {
       read.errors.push_back(it->second + ": " + sockets.error().message);
-      continue;
     }
-    read.sockets.insert(read.sockets.end(), sockets->begin(), sockets->end());
+    if (after_each) after_each();
   }
   return read;
 }
@@ -186,8 +188,8 @@ std::map<uint32_t, std::string> NetnsPathCache::Resolve(const std::set<uint32_t>
       if (!known_.contains(inode)) unnamed_[inode] = now;
     }
   }
-  // Forget the misses no open flow asks about any more (the map stays as small as the open set).
-  std::erase_if(unnamed_, [&](const auto& entry) { return !inodes.contains(entry.first); });
+  // A miss older than the retry period would be looked for again anyway: forget it.
+  std::erase_if(unnamed_, [&](const auto& entry) { return now - entry.second >= retry_after_; });
   std::map<uint32_t, std::string> paths;
   for (uint32_t inode : inodes) {
     if (auto it = known_.find(inode); it != known_.end()) paths.emplace(inode, it->second);

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <set>
 #include <span>
@@ -40,15 +41,18 @@ struct LiveNetnsRead {
   size_t netns_read = 0;            // netns entered
 };
 // The live sockets of every netns of `inodes` that `paths` names (the others are skipped: a
-// netns without a path cannot be entered).
+// netns without a path cannot be entered). `after_each` (when given) runs after each netns read:
+// the daemon drains the tracer's ring there, so a refresh of many netns cannot overflow it.
 LiveNetnsRead ReadLiveTcpOfNetns(const std::set<uint32_t>& inodes,
                                  const std::map<uint32_t, std::string>& paths,
-                                 const std::vector<uint16_t>& ports);
+                                 const std::vector<uint16_t>& ports,
+                                 const std::function<void()>& after_each = nullptr);
 
 // The paths of the netns a live refresh reads, kept between refreshes: a netns discovery runs
 // only when an inode asked for is not known, or its known path now names another netns (a
 // stat), and an inode no discovery could name is not looked for again before `retry_after`, so
-// a long-lived flow in a netns without a path costs one discovery per retry, not per refresh.
+// a long-lived flow in a netns without a path costs one discovery per retry, not per refresh
+// (the misses are forgotten after `retry_after`, so they stay as many as were asked for then).
 class NetnsPathCache {
  public:
   explicit NetnsPathCache(DiscoveryOptions discovery,
