@@ -26,8 +26,9 @@ struct FlowMonitorOptions {
   // The view is republished at least this often without events (tracer counters).
   std::chrono::milliseconds republish{5000};
   // Open flows get their bytes, srtt and retransmits from sock_diag tcp_info this often (an
-  // "update" event per flow whose numbers changed, and the view); 0 = never. Only the netns that
-  // have open flows are read, so a node without open flows pays nothing.
+  // "update" event per flow whose numbers changed, and the view); 0 = never. Checked at each
+  // poll wakeup (so up to `poll` late). Only the netns that have open flows are read, so a node
+  // without open flows pays nothing.
   std::chrono::milliseconds live_interval{5000};
   // Update events one refresh may publish (a quarter of the hub's event ring, so a refresh of
   // many busy flows cannot push a stream behind the ring); the others are counted
