@@ -68,19 +68,7 @@ void FlowMonitor::RefreshLive(FlowTable& table, NetnsPathCache& paths,
   for (const std::string& error : read.errors) spdlog::debug("flow live refresh: {}", error);
   std::vector<FlowEvent> updates;
   table.RefreshLive(read.sockets, &updates);
-  const size_t cap = std::max<size_t>(1, options_.max_updates_per_refresh);
-  if (updates.size() > cap) {
-    // The same flows must not always be the ones left out: rotate through them by flow id.
-    std::sort(updates.begin(), updates.end(), [](const FlowEvent& a, const FlowEvent& b) {
-      return a.flow.flow_id < b.flow.flow_id;
-    });
-    const size_t start = update_cursor_ % updates.size();
-    std::rotate(updates.begin(), updates.begin() + static_cast<std::ptrdiff_t>(start),
-                updates.end());
-    live_updates_skipped_ += updates.size() - cap;
-    updates.resize(cap);
-    update_cursor_ = start + cap;
-  }
+  live_updates_skipped_ += CapUpdates(updates, options_.max_updates_per_refresh, update_cursor_);
   live_updates_ += updates.size();
   batch.insert(batch.end(), std::make_move_iterator(updates.begin()),
                std::make_move_iterator(updates.end()));

@@ -21,6 +21,19 @@ uint64_t FlowCounts::failed() const {
   return total;
 }
 
+size_t CapUpdates(std::vector<FlowEvent>& updates, size_t cap, size_t& cursor) {
+  cap = std::max<size_t>(1, cap);
+  if (updates.size() <= cap) return 0;
+  std::sort(updates.begin(), updates.end(),
+            [](const FlowEvent& a, const FlowEvent& b) { return a.flow.flow_id < b.flow.flow_id; });
+  const size_t start = cursor % updates.size();
+  std::rotate(updates.begin(), updates.begin() + static_cast<std::ptrdiff_t>(start), updates.end());
+  const size_t dropped = updates.size() - cap;
+  updates.resize(cap);
+  cursor = start + cap;
+  return dropped;
+}
+
 FlowTable::FlowTable(FlowTableLimits limits) : limits_(limits) {}
 
 DestinationAggregate* FlowTable::Destination(const Flow& flow) {

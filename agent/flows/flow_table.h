@@ -74,6 +74,11 @@ struct FlowTableView {
   uint64_t decode_errors = 0;         // events that could not be decoded (never applied)
 };
 
+// Keeps at most `cap` (at least 1) of `updates`, rotating through them by flow id from `cursor`
+// (advanced past the kept ones), so the same flows are not always the ones left out; returns how
+// many it dropped.
+size_t CapUpdates(std::vector<FlowEvent>& updates, size_t cap, size_t& cursor);
+
 class FlowTable {
  public:
   explicit FlowTable(FlowTableLimits limits = {});

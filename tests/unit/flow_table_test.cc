@@ -325,6 +325,29 @@ TEST(FlowTable, UpdateEventsReplaceLiveNumbersOfOpenFlowsOnly) {
   EXPECT_TRUE(table.OpenNetns().empty());
 }
 
+TEST(FlowTable, CappedUpdatesRotateSoEveryFlowGetsItsTurn) {
+  auto updates_of = [](std::initializer_list<uint64_t> ids) {
+    std::vector<FlowEvent> updates;
+    for (uint64_t id : ids)
+      updates.push_back({FlowEventKind::kUpdate, MakeFlow(id, FlowOutcome::kOpen)});
+    return updates;
+  };
+  size_t cursor = 0;
+  std::vector<FlowEvent> few = updates_of({3, 1});
+  EXPECT_EQ(CapUpdates(few, 2, cursor), 0u) << "under the cap: all kept";
+  EXPECT_EQ(few.size(), 2u);
+  std::set<uint64_t> seen;
+  for (int refresh = 0; refresh < 3; ++refresh) {
+    std::vector<FlowEvent> updates = updates_of({5, 2, 4, 1, 3});
+    EXPECT_EQ(CapUpdates(updates, 2, cursor), 3u) << "the dropped ones are counted";
+    ASSERT_EQ(updates.size(), 2u);
+    for (const FlowEvent& update : updates) seen.insert(update.flow.flow_id);
+  }
+  EXPECT_EQ(seen, std::set<uint64_t>({1, 2, 3, 4, 5})) << "three capped refreshes cover all five";
+  std::vector<FlowEvent> zero_cap = updates_of({1, 2});
+  EXPECT_EQ(CapUpdates(zero_cap, 0, cursor), 1u) << "a cap of 0 still lets one through";
+}
+
 TEST(FlowEventKind, NamesAreStable) {
   EXPECT_EQ(FlowEventKindName(FlowEventKind::kOpen), "open");
   EXPECT_EQ(FlowEventKindName(FlowEventKind::kClose), "close");
