@@ -745,6 +745,7 @@ struct ApiServer::Impl final : pb::AmbientDoctor::Service {
     out.set_resets(flow.resets());
     out.set_outcome(std::string(FlowOutcomeName(flow.outcome)));
     out.set_event(std::string(event));
+    out.set_live(flow.live);
     if (auto it = names.find(flow.netns_inode); it != names.end()) {
       out.set_pod(it->second.first);
       out.set_netns_path(it->second.second);
@@ -812,8 +813,7 @@ struct ApiServer::Impl final : pb::AmbientDoctor::Service {
       names = NetnsNames();
       for (const FlowEvent& event : since.events) {
         if (!wanted(event.flow)) continue;
-        const pb::Flow message =
-            BuildFlow(event.flow, event.kind == FlowEventKind::kOpen ? "open" : "close", names);
+        const pb::Flow message = BuildFlow(event.flow, FlowEventKindName(event.kind), names);
         if (!SendFlow(stream, writer, message)) return EndedStream(stream, context);
       }
       sequence = since.last_sequence;

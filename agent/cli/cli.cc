@@ -847,6 +847,12 @@ int RunServe(const std::vector<std::string>& args) {
              .value_name = "DURATION",
              .default_text = "5m",
              .help = "Closed flows the flow checks judge: those that ended this recently."});
+  flags.Add({.name = "flow-live-interval",
+             .value_name = "DURATION",
+             .default_text = "5s",
+             .help = "Refresh the bytes, srtt and retransmits of open flows from sock_diag "
+                     "tcp_info this often (StreamFlows \"update\" events, the flow view); only "
+                     "netns with open flows are read. 0 turns it off."});
   if (auto rc = ParseOrExit(flags, args)) return *rc;
   const std::string log_format = flags.Get("log-format", "text");
   if (log_format != "text" && log_format != "json") {
@@ -911,6 +917,17 @@ int RunServe(const std::vector<std::string>& args) {
   }
   const auto flow_window = PositiveDurationFlag(flags, "flow-window", "5m");
   if (!flow_window) return kExitScanFailed;
+  const auto flow_live = ParseDurationMs(flags.Get("flow-live-interval", "5s"));
+  if (!flow_live) {
+    std::fprintf(stderr,
+                 "ambient-doctor: --flow-live-interval needs a duration such as 5s (0: off)\n");
+    return kExitScanFailed;
+  }
+  flow_options.live_interval = std::chrono::milliseconds(*flow_live);
+  // The live refresh enters the netns of open flows: any netns the discovery can name, not only
+  // the scanned ones (--netns-match).
+  flow_options.discovery = options.engine.discovery;
+  flow_options.discovery.name_glob.clear();
   FlowFindingOptions flow_findings;
   flow_findings.window = std::chrono::milliseconds(*flow_window);
   flow_findings.checks.hbone_port = flow_options.tracer.ports.front();

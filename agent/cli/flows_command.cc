@@ -132,7 +132,9 @@ void AppendRow(std::string& out, const FlowsReport& report, const Flow& flow) {
 // A flow of the daemon's StreamFlows as the table's event (the daemon spells addresses as text).
 std::optional<FlowEvent> EventOf(const client::pb::Flow& message) {
   FlowEvent event;
-  event.kind = message.event() == "close" ? FlowEventKind::kClose : FlowEventKind::kOpen;
+  event.kind = message.event() == "close"    ? FlowEventKind::kClose
+               : message.event() == "update" ? FlowEventKind::kUpdate
+                                             : FlowEventKind::kOpen;
   Flow& flow = event.flow;
   std::optional<FlowAddress> src = ParseFlowAddress(message.tuple().src_ip());
   std::optional<FlowAddress> dst = ParseFlowAddress(message.tuple().dst_ip());
@@ -156,6 +158,7 @@ std::optional<FlowEvent> EventOf(const client::pb::Flow& message) {
   flow.retransmits = message.retransmits();
   flow.resets_received = message.resets();
   flow.outcome = ParseFlowOutcome(message.outcome()).value_or(FlowOutcome::kOpen);
+  flow.live = message.live();
   if (flow.flow_id == 0) {
     // Without a cookie the table still needs one id per flow: the tuple and netns identify it.
     flow.flow_id = std::hash<std::string>{}(std::to_string(flow.netns_inode) + " " +
@@ -177,6 +180,25 @@ struct FlowFilter {
   }
 };
 
+// One --follow line: `event` ("current", "open", "close", "update") and the flow row, or with
+// -o json one {"event", "flow"} object. The same for the daemon's stream and a local trace.
+void PrintFollowLine(std::string_view event, const Flow& flow, const FlowsReport& names,
+                     bool json) {
+  if (json) {
+    JsonWriter j(/*pretty=*/false);
+    j.BeginObject().Field("event", event).Key("flow");
+    WriteFlow(j, names, flow);
+    j.EndObject();
+    std::fputs((j.str() + "\n").c_str(), stdout);
+  } else {
+    std::string line(event);
+    line += event.size() < 8 ? "\t" : " ";
+    AppendRow(line, names, flow);
+    std::fputs(line.c_str(), stdout);
+  }
+  std::fflush(stdout);
+}
+
 // --follow: one line per flow message (table) or one JSON object per line, until interrupted.
 int FollowDaemonFlows(client::FlowStream& stream, const FlowsReport& names,
                       const FlowFilter& filter, bool json) {
@@ -191,19 +213,49 @@ int FollowDaemonFlows(client::FlowStream& stream, const FlowsReport& names,
     if (message.tuple().dst_ip().empty()) continue;  // an empty current set's marker
     std::optional<FlowEvent> event = EventOf(message);
     if (!event || !filter.Keep(event->flow)) continue;
-    if (json) {
-      JsonWriter j(/*pretty=*/false);
-      j.BeginObject().Field("event", message.event()).Key("flow");
-      WriteFlow(j, names, event->flow);
-      j.EndObject();
-      std::fputs((j.str() + "\n").c_str(), stdout);
-    } else {
-      std::string row;
-      AppendRow(row, names, event->flow);
-      std::fputs((message.event() + (message.event().size() < 8 ? "\t" : " ") + row).c_str(),
-                 stdout);
+    PrintFollowLine(message.event(), event->flow, names, json);
+  }
+  return kExitOk;
+}
+
+// --follow without the daemon: this process's tracer, one line per open/close event (and per
+// live refresh that changed an open flow's numbers, every `live_interval`; 0: none) until
+// interrupted. Netns are named by path as the one-shot form does; one first seen later is looked
+// up then (NetnsPathCache: at most one discovery per unknown netns and minute).
+int FollowLocalFlows(FlowTracer& tracer, FlowsReport& names, const DiscoveryOptions& discovery,
+                     const FlowFilter& filter, const std::vector<uint16_t>& ports,
+                     std::chrono::milliseconds live_interval, bool json) {
+  NetnsPathCache paths(discovery);
+  FlowTable table;
+  auto name = [&](uint32_t inode) {
+    if (names.netns_paths.contains(inode)) return;
+    for (auto& [known, path] : paths.Resolve({inode})) names.netns_paths[known] = path;
+  };
+  auto print = [&](const FlowEvent& event) {
+    if (!filter.Keep(event.flow)) return;
+    name(event.flow.netns_inode);
+    PrintFollowLine(FlowEventKindName(event.kind), event.flow, names, json);
+  };
+  auto next_live = std::chrono::steady_clock::now() + live_interval;
+  while (!g_stop_flows) {
+    Result<size_t> polled = tracer.Poll(std::chrono::milliseconds(200), [&](const FlowEvent& e) {
+      // Only the --netns flows: the live refresh then enters that netns alone.
+      if (!filter.netns || e.flow.netns_inode == *filter.netns) table.Apply(e);
+      print(e);
+    });
+    if (!polled.ok()) {
+      std::fprintf(stderr, "ambient-doctor flows: %s\n", polled.error().message.c_str());
+      return kExitFailed;
     }
-    std::fflush(stdout);
+    if (live_interval.count() == 0 || std::chrono::steady_clock::now() < next_live) continue;
+    next_live = std::chrono::steady_clock::now() + live_interval;
+    const std::set<uint32_t> open = table.OpenNetns();
+    if (open.empty()) continue;
+    LiveNetnsRead live = ReadLiveTcpOfNetns(open, paths.Resolve(open), ports);
+    for (const std::string& error : live.errors) spdlog::warn("live refresh: {}", error);
+    std::vector<FlowEvent> updates;
+    table.RefreshLive(live.sockets, &updates);
+    for (const FlowEvent& update : updates) print(update);
   }
   return kExitOk;
 }
@@ -294,8 +346,8 @@ std::string RenderFlowsTable(const FlowsReport& report) {
 
 int RunFlows(const std::vector<std::string>& args) {
   FlagSet flags("flows",
-                "[--duration 10s] [--port 15008]... [--netns PATH] [--outcome failed|OUTCOME] "
-                "[-o table|json]",
+                "[--duration 10s | --follow] [--port 15008]... [--netns PATH] [--pod NS/NAME] "
+                "[--outcome failed|OUTCOME] [--local] [-o table|json]",
                 "Traces TCP connections to and from the HBONE port (15008) on the whole node with "
                 "the eBPF flow tracer for --duration, then prints the open flows (with live byte "
                 "counts from sock_diag) and the ones that closed meanwhile, with their outcome: "
@@ -337,7 +389,8 @@ int RunFlows(const std::vector<std::string>& args) {
              .help = "Kernel BTF the tracer is relocated against (CO-RE)."});
   flags.Add({.name = "no-live",
              .takes_value = false,
-             .help = "Do not refresh the byte counts of open flows from sock_diag tcp_info."});
+             .help = "Do not refresh the byte counts of open flows from sock_diag tcp_info (with a "
+                     "local --follow: no update lines)."});
   flags.Add({.name = "proc-root",
              .value_name = "PATH",
              .default_text = "/proc",
@@ -349,9 +402,11 @@ int RunFlows(const std::vector<std::string>& args) {
              .help = "Output format: table or json (schema ambient-doctor.flows/v1)."});
   flags.Add({.name = "follow",
              .takes_value = false,
-             .help =
-                 "Stream the daemon's flows (the open ones, then one line per open/close) until "
-                 "interrupted. Needs the daemon (serve)."});
+             .help = "Print one line per flow event until interrupted (Ctrl-C, SIGTERM): the "
+                     "daemon's stream (the open flows as \"current\", then open/close/update) "
+                     "when it answers, else (or with --local) a trace of this process (open/close, "
+                     "and update every 5 s for an open flow whose bytes changed, unless "
+                     "--no-live). -o json: one {\"event\", \"flow\"} object per line."});
   flags.Add({.name = "pod",
              .value_name = "NS/NAME",
              .help = "Only flows of this pod's netns (pod names from the daemon's report). Needs "
@@ -453,9 +508,11 @@ int RunFlows(const std::vector<std::string>& args) {
       }
     }
   }
-  if (!daemon && (flags.Has("follow") || flags.Has("pod"))) {
-    return fail(std::string(flags.Has("follow") ? "--follow" : "--pod") +
-                " reads the daemon's flows, and no daemon answers: " + no_daemon);
+  if (!daemon && flags.Has("pod")) {
+    return fail(
+        "--pod reads the daemon's flows (pod names come from its report), and no daemon "
+        "answers: " +
+        no_daemon);
   }
   if (daemon) {
     FlowsReport report;
@@ -544,6 +601,19 @@ int RunFlows(const std::vector<std::string>& args) {
   ::sigaction(SIGINT, &action, nullptr);
   ::sigaction(SIGTERM, &action, nullptr);
 
+  if (flags.Has("follow")) {
+    FlowsReport names;
+    DiscoveryOptions discovery;
+    discovery.proc_root = flags.Get("proc-root", "/proc");
+    std::vector<SourceError> warnings;
+    names.netns_paths = NetnsPathsByInode(discovery, &warnings);
+    if (only_netns) names.netns_paths.emplace(*only_netns, flags.Get("netns"));
+    const FlowFilter filter{.netns = only_netns, .outcome = only_outcome, .failed = only_failed};
+    const std::chrono::milliseconds live_interval(flags.Has("no-live") ? 0 : 5000);
+    return FollowLocalFlows(*tracer, names, discovery, filter, options.ports, live_interval,
+                            output == "json");
+  }
+
   FlowTable table;
   FlowsReport report;
   // --netns narrows what the table holds, so its aggregates are that netns's too.
@@ -569,27 +639,14 @@ int RunFlows(const std::vector<std::string>& args) {
   std::vector<SourceError> warnings;
   DiscoveryOptions discovery;
   discovery.proc_root = flags.Get("proc-root", "/proc");
-  for (const NetnsRecord& record : DiscoverNetns(discovery, &warnings)) {
-    report.netns_paths[static_cast<uint32_t>(record.inode)] = record.PrimaryPath();
-  }
+  report.netns_paths = NetnsPathsByInode(discovery, &warnings);
   if (only_netns && !report.netns_paths.contains(*only_netns)) {
     report.netns_paths[*only_netns] = flags.Get("netns");
   }
   if (!flags.Has("no-live")) {
-    std::set<uint32_t> open_netns;
-    for (const Flow& flow : table.View().open) open_netns.insert(flow.netns_inode);
-    std::vector<LiveSocketStats> live;
-    for (uint32_t inode : open_netns) {
-      auto it = report.netns_paths.find(inode);
-      if (it == report.netns_paths.end()) continue;
-      Result<std::vector<LiveSocketStats>> sockets = ReadLiveTcpSockets(it->second, options.ports);
-      if (!sockets.ok()) {
-        report.errors.push_back(it->second + ": " + sockets.error().message);
-        continue;
-      }
-      live.insert(live.end(), sockets->begin(), sockets->end());
-    }
-    table.RefreshLive(live);
+    LiveNetnsRead live = ReadLiveTcpOfNetns(table.OpenNetns(), report.netns_paths, options.ports);
+    report.errors.insert(report.errors.end(), live.errors.begin(), live.errors.end());
+    table.RefreshLive(live.sockets);
   }
 
   TracerCounters counters = tracer->Counters();

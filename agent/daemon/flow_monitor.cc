@@ -3,6 +3,9 @@
 #include <malloc.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <iterator>
+#include <set>
 #include <utility>
 #include <vector>
 
@@ -45,23 +48,59 @@ FlowTracerStatus FlowMonitor::Status() const {
     status.state_full = counters.state_full;
     status.decode_errors = counters.decode_errors;
   }
+  status.live_refreshes = live_refreshes_.load();
+  status.live_netns_reads = live_netns_reads_.load();
+  status.live_errors = live_errors_.load();
+  status.live_updates = live_updates_.load();
+  status.live_updates_skipped = live_updates_skipped_.load();
   return status;
+}
+
+void FlowMonitor::RefreshLive(FlowTable& table, NetnsPathCache& paths,
+                              std::vector<FlowEvent>& batch, const std::function<void()>& drain) {
+  const std::set<uint32_t> open_netns = table.OpenNetns();
+  if (open_netns.empty()) return;  // idle: no discovery, no netns entered
+  ++live_refreshes_;
+  LiveNetnsRead read =
+      ReadLiveTcpOfNetns(open_netns, paths.Resolve(open_netns), options_.tracer.ports, drain);
+  live_netns_reads_ += read.netns_read;
+  live_errors_ += read.errors.size();
+  for (const std::string& error : read.errors) spdlog::debug("flow live refresh: {}", error);
+  std::vector<FlowEvent> updates;
+  table.RefreshLive(read.sockets, &updates);
+  live_updates_skipped_ += CapUpdates(updates, options_.max_updates_per_refresh, update_cursor_);
+  live_updates_ += updates.size();
+  batch.insert(batch.end(), std::make_move_iterator(updates.begin()),
+               std::make_move_iterator(updates.end()));
 }
 
 void FlowMonitor::Run() {
   FlowTable table(options_.limits);
+  NetnsPathCache paths(options_.discovery);
   std::vector<FlowEvent> batch;
   auto last_published = std::chrono::steady_clock::now();
+  const bool live = options_.live_interval.count() > 0;
+  auto next_live = last_published + options_.live_interval;
   while (!stopping_.load()) {
-    Result<size_t> polled = tracer_->Poll(options_.poll, [&](const FlowEvent& event) {
+    const auto apply = [&](const FlowEvent& event) {
       table.Apply(event);
       batch.push_back(event);
-    });
+    };
+    // A live refresh due runs at the first wakeup after it (at most one poll late), so the
+    // refresh adds no wakeup of its own to an idle node's two a second.
+    Result<size_t> polled = tracer_->Poll(options_.poll, apply);
     if (!polled.ok()) {
       spdlog::debug("flow tracer poll: {}", polled.error().message);
       std::this_thread::sleep_for(options_.poll);  // a failing poll must not spin
     }
     const auto now = std::chrono::steady_clock::now();
+    if (live && now >= next_live) {
+      // Events that arrive while netns are read are applied first: a socket read before its
+      // close was applied only matches while its flow is still open, so nothing is resurrected.
+      RefreshLive(table, paths, batch,
+                  [&] { (void)tracer_->Poll(std::chrono::milliseconds(0), apply); });
+      next_live = now + options_.live_interval;
+    }
     if (batch.empty() && now - last_published < options_.republish) continue;
     hub_->SetStatus(Status());
     hub_->Publish(std::exchange(batch, {}), table.View());

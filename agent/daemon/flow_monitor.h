@@ -6,12 +6,14 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <thread>
 
 #include "flows/flow_hub.h"
 #include "flows/flow_table.h"
 #include "tracing/flow_tracer.h"
+#include "tracing/live_tcp.h"
 
 namespace ad {
 
@@ -23,6 +25,18 @@ struct FlowMonitorOptions {
   std::chrono::milliseconds poll{500};
   // The view is republished at least this often without events (tracer counters).
   std::chrono::milliseconds republish{5000};
+  // Open flows get their bytes, srtt and retransmits from sock_diag tcp_info this often (an
+  // "update" event per flow whose numbers changed, and the view); 0 = never. Checked at each
+  // poll wakeup (so up to `poll` late). Only the netns that have open flows are read, so a node
+  // without open flows pays nothing.
+  std::chrono::milliseconds live_interval{5000};
+  // Update events one refresh may publish (a quarter of the hub's event ring, so a refresh of
+  // many busy flows cannot push a stream behind the ring); the others are counted
+  // (FlowTracerStatus::live_updates_skipped), their numbers are in the view all the same, and the
+  // next refresh starts where this one stopped.
+  size_t max_updates_per_refresh = 1024;
+  // How the netns of open flows are found to be entered (the engine's discovery options).
+  DiscoveryOptions discovery;
 };
 
 class FlowMonitor {
@@ -39,6 +53,10 @@ class FlowMonitor {
 
  private:
   void Run();
+  // One live refresh of the open flows of `table`; appends the update events to `batch`.
+  // `drain` empties the tracer's ring into the table and the batch between netns reads.
+  void RefreshLive(FlowTable& table, NetnsPathCache& paths, std::vector<FlowEvent>& batch,
+                   const std::function<void()>& drain);
   FlowTracerStatus Status() const;
 
   FlowMonitorOptions options_;
@@ -46,6 +64,13 @@ class FlowMonitor {
   std::unique_ptr<FlowTracer> tracer_;
   std::string reason_;
   std::atomic<bool> stopping_{false};
+  // Live refresh counters: written by the feed thread, read by Status() on it and at start.
+  std::atomic<uint64_t> live_refreshes_{0};
+  std::atomic<uint64_t> live_netns_reads_{0};
+  std::atomic<uint64_t> live_errors_{0};
+  std::atomic<uint64_t> live_updates_{0};
+  std::atomic<uint64_t> live_updates_skipped_{0};
+  size_t update_cursor_ = 0;  // where the next capped refresh starts (feed thread only)
   std::thread thread_;
 };
 

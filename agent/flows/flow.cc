@@ -42,6 +42,18 @@ int64_t ToUnix(uint64_t monotonic_ns, int64_t offset) {
 
 }  // namespace
 
+std::string_view FlowEventKindName(FlowEventKind kind) {
+  switch (kind) {
+    case FlowEventKind::kOpen:
+      return "open";
+    case FlowEventKind::kClose:
+      return "close";
+    case FlowEventKind::kUpdate:
+      return "update";
+  }
+  return "open";
+}
+
 std::string_view FlowRoleName(FlowRole role) {
   return role == FlowRole::kServer ? "server" : "client";
 }

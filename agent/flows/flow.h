@@ -77,8 +77,11 @@ struct Flow {
   uint32_t resets() const { return resets_received + resets_sent; }
 };
 
-// Raw event kinds (bpf/hbone_flows.h).
-enum class FlowEventKind : uint8_t { kOpen, kClose };
+// Event kinds: kOpen and kClose are the tracer's (bpf/hbone_flows.h); kUpdate is user space's
+// own, a live tcp_info refresh of an open flow's bytes, srtt and retransmits (the daemon's
+// FlowMonitor), so a long-lived flow's numbers reach the outputs before it closes.
+enum class FlowEventKind : uint8_t { kOpen, kClose, kUpdate };
+std::string_view FlowEventKindName(FlowEventKind kind);  // "open", "close", "update"
 
 struct FlowEvent {
   FlowEventKind kind = FlowEventKind::kOpen;

@@ -28,6 +28,14 @@ struct FlowTracerStatus {
   uint64_t lost_events = 0;
   uint64_t state_full = 0;
   uint64_t decode_errors = 0;
+  // Live tcp_info refreshes of open flows (serve --flow-live-interval): refreshes that had open
+  // flows to read (an idle node makes none), netns read, reads that failed, update events
+  // published, and updates not published past the per-refresh cap.
+  uint64_t live_refreshes = 0;
+  uint64_t live_netns_reads = 0;
+  uint64_t live_errors = 0;
+  uint64_t live_updates = 0;
+  uint64_t live_updates_skipped = 0;
 };
 
 class FlowHub {

@@ -21,6 +21,19 @@ uint64_t FlowCounts::failed() const {
   return total;
 }
 
+size_t CapUpdates(std::vector<FlowEvent>& updates, size_t cap, size_t& cursor) {
+  cap = std::max<size_t>(1, cap);
+  if (updates.size() <= cap) return 0;
+  std::sort(updates.begin(), updates.end(),
+            [](const FlowEvent& a, const FlowEvent& b) { return a.flow.flow_id < b.flow.flow_id; });
+  const size_t start = cursor % updates.size();
+  std::rotate(updates.begin(), updates.begin() + static_cast<std::ptrdiff_t>(start), updates.end());
+  const size_t dropped = updates.size() - cap;
+  updates.resize(cap);
+  cursor = start + cap;
+  return dropped;
+}
+
 FlowTable::FlowTable(FlowTableLimits limits) : limits_(limits) {}
 
 DestinationAggregate* FlowTable::Destination(const Flow& flow) {
@@ -45,8 +58,34 @@ void FlowTable::CountOpened(const Flow& flow) {
   if (DestinationAggregate* destination = Destination(flow)) ++destination->counts.opened;
 }
 
+namespace {
+
+// The numbers a live refresh (or an update event) replaces; true when one changed.
+bool TakeLiveNumbers(Flow& flow, uint64_t bytes_sent, uint64_t bytes_received, uint32_t srtt_us,
+                     uint32_t retransmits) {
+  const uint32_t merged_retransmits = std::max(flow.retransmits, retransmits);
+  const bool changed = !flow.live || flow.bytes_sent != bytes_sent ||
+                       flow.bytes_received != bytes_received || flow.srtt_us != srtt_us ||
+                       flow.retransmits != merged_retransmits;
+  flow.bytes_sent = bytes_sent;
+  flow.bytes_received = bytes_received;
+  flow.srtt_us = srtt_us;
+  flow.retransmits = merged_retransmits;
+  flow.live = true;
+  return changed;
+}
+
+}  // namespace
+
 void FlowTable::Apply(const FlowEvent& event) {
   const Flow& flow = event.flow;
+  if (event.kind == FlowEventKind::kUpdate) {
+    if (auto it = open_.find(flow.flow_id); it != open_.end()) {
+      TakeLiveNumbers(it->second, flow.bytes_sent, flow.bytes_received, flow.srtt_us,
+                      flow.retransmits);
+    }
+    return;
+  }
   if (event.kind == FlowEventKind::kOpen) {
     auto it = open_.find(flow.flow_id);
     if (it != open_.end()) {
@@ -98,7 +137,8 @@ void FlowTable::Close(Flow flow) {
   }
 }
 
-size_t FlowTable::RefreshLive(const std::vector<LiveSocketStats>& sockets) {
+size_t FlowTable::RefreshLive(const std::vector<LiveSocketStats>& sockets,
+                              std::vector<FlowEvent>* updates) {
   std::unordered_map<uint64_t, const LiveSocketStats*> by_cookie;
   std::map<std::pair<uint32_t, FlowTuple>, const LiveSocketStats*> by_tuple;
   for (const LiveSocketStats& socket : sockets) {
@@ -117,14 +157,20 @@ size_t FlowTable::RefreshLive(const std::vector<LiveSocketStats>& sockets) {
       if (it != by_tuple.end()) socket = it->second;
     }
     if (socket == nullptr) continue;
-    flow.bytes_sent = socket->bytes_sent;
-    flow.bytes_received = socket->bytes_received;
-    flow.srtt_us = socket->srtt_us;
-    flow.retransmits = std::max(flow.retransmits, socket->retransmits);
-    flow.live = true;
+    const bool changed = TakeLiveNumbers(flow, socket->bytes_sent, socket->bytes_received,
+                                         socket->srtt_us, socket->retransmits);
+    if (changed && updates != nullptr) {
+      updates->push_back(FlowEvent{.kind = FlowEventKind::kUpdate, .flow = flow});
+    }
     ++matched;
   }
   return matched;
+}
+
+std::set<uint32_t> FlowTable::OpenNetns() const {
+  std::set<uint32_t> inodes;
+  for (const auto& [id, flow] : open_) inodes.insert(flow.netns_inode);
+  return inodes;
 }
 
 FlowTableView FlowTable::View() const {

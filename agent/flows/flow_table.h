@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -73,15 +74,27 @@ struct FlowTableView {
   uint64_t decode_errors = 0;         // events that could not be decoded (never applied)
 };
 
+// Keeps at most `cap` (at least 1) of `updates`, rotating through them by flow id from `cursor`
+// (advanced past the kept ones), so the same flows are not always the ones left out; returns how
+// many it dropped.
+size_t CapUpdates(std::vector<FlowEvent>& updates, size_t cap, size_t& cursor);
+
 class FlowTable {
  public:
   explicit FlowTable(FlowTableLimits limits = {});
 
+  // An open event adds (or replaces) an open flow, a close moves it to the closed ring, an update
+  // replaces an open flow's live numbers (an update of a flow that is not open is ignored).
   void Apply(const FlowEvent& event);
   void CountDecodeError() { ++decode_errors_; }
   // Replaces the counters of matching open flows (by cookie when known, else netns + tuple).
-  // Returns how many flows it matched.
-  size_t RefreshLive(const std::vector<LiveSocketStats>& sockets);
+  // Returns how many flows it matched; `updates` (when given) gets an kUpdate event, with the
+  // flow as it is now, for every matched flow whose numbers changed.
+  size_t RefreshLive(const std::vector<LiveSocketStats>& sockets,
+                     std::vector<FlowEvent>* updates = nullptr);
+
+  // The netns inodes of the open flows (what a live refresh has to read).
+  std::set<uint32_t> OpenNetns() const;
 
   size_t open_count() const { return open_.size(); }
   size_t closed_count() const { return closed_.size(); }

@@ -42,6 +42,10 @@ constexpr std::array<FlowOutcome, 6> kClosedOutcomes = {
     FlowOutcome::kClosed,  FlowOutcome::kRefused,     FlowOutcome::kReset,
     FlowOutcome::kTimeout, FlowOutcome::kUnreachable, FlowOutcome::kAborted};
 constexpr std::array<const char*, 2> kLocalities = {"same_node", "remote"};
+constexpr std::array<FlowRole, 2> kRoles = {FlowRole::kClient, FlowRole::kServer};
+// HBONE connections live from milliseconds (one request) to hours (pooled, long-lived streams).
+const prometheus::Histogram::BucketBoundaries kConnectionDurationBuckets = {
+    0.01, 0.1, 1, 10, 60, 300, 1800, 3600, 14400};
 constexpr std::array<const char*, 3> kAttachModes = {"tp_btf", "raw_tp", "tracepoint"};
 // HBONE connects take ~0.1 ms on a node, a few ms across a zone, more across regions.
 const prometheus::Histogram::BucketBoundaries kConnectLatencyBuckets = {
@@ -100,6 +104,18 @@ struct MetricsExporter::Metrics {
   std::map<std::pair<FlowOutcome, bool>, prometheus::Counter*> hbone_connections;  // same_node
   std::map<bool, prometheus::Histogram*> hbone_connect_latency;                    // same_node
   prometheus::Gauge* flows_open = nullptr;
+  // HBONE flows of either end (client: to the HBONE port, server: accepted on it), by role.
+  struct RoleSeries {
+    prometheus::Counter* opened = nullptr;
+    std::map<FlowOutcome, prometheus::Counter*> closed;
+    prometheus::Histogram* duration = nullptr;
+    prometheus::Counter* bytes_sent = nullptr;
+    prometheus::Counter* bytes_received = nullptr;
+    prometheus::Counter* retransmits = nullptr;
+    prometheus::Counter* resets_sent = nullptr;
+    prometheus::Counter* resets_received = nullptr;
+  };
+  std::map<FlowRole, RoleSeries> hbone_by_role;
   prometheus::Counter* tracer_lost_events = nullptr;
   prometheus::Gauge* tracer_available = nullptr;
   std::map<std::string, prometheus::Gauge*> tracer_attach;
@@ -248,6 +264,61 @@ MetricsExporter::MetricsExporter(MetricsOptions options, Clock clock)
     }
     m.hbone_connect_latency[same_node] =
         &latency.Add({{"locality", kLocalities[i]}}, kConnectLatencyBuckets);
+  }
+  auto& flows_opened = BuildCounter()
+                           .Name("ambient_doctor_hbone_flows_opened_total")
+                           .Help(
+                               "HBONE flows that became established, by role (client: connected "
+                               "to the HBONE port, server: accepted on it).")
+                           .Register(r);
+  auto& flows_closed = BuildCounter()
+                           .Name("ambient_doctor_hbone_flows_closed_total")
+                           .Help("HBONE flows that ended, by role and outcome.")
+                           .Register(r);
+  auto& duration = BuildHistogram()
+                       .Name("ambient_doctor_hbone_connection_duration_seconds")
+                       .Help(
+                           "ESTABLISHED to close time of HBONE connections that were established, "
+                           "by role, observed when they close.")
+                       .Register(r);
+  auto& sent = BuildCounter()
+                   .Name("ambient_doctor_hbone_sent_bytes_total")
+                   .Help(
+                       "Data bytes sent on HBONE connections, by role, added when a connection "
+                       "closes (an open connection counts at its close).")
+                   .Register(r);
+  auto& received = BuildCounter()
+                       .Name("ambient_doctor_hbone_received_bytes_total")
+                       .Help(
+                           "Data bytes received on HBONE connections, by role, added when a "
+                           "connection closes (an open connection counts at its close).")
+                       .Register(r);
+  auto& retransmits = BuildCounter()
+                          .Name("ambient_doctor_hbone_retransmits_total")
+                          .Help(
+                              "TCP segments retransmitted on HBONE connections, by role, added "
+                              "when a connection closes.")
+                          .Register(r);
+  auto& resets = BuildCounter()
+                     .Name("ambient_doctor_hbone_resets_total")
+                     .Help(
+                         "TCP resets on HBONE connections, by role and direction (sent by this "
+                         "end, or received), added when a connection closes.")
+                     .Register(r);
+  for (FlowRole role : kRoles) {
+    const std::string name(FlowRoleName(role));
+    Metrics::RoleSeries& series = m.hbone_by_role[role];
+    series.opened = &flows_opened.Add({{"role", name}});
+    for (FlowOutcome outcome : kClosedOutcomes) {
+      series.closed[outcome] =
+          &flows_closed.Add({{"role", name}, {"outcome", std::string(FlowOutcomeName(outcome))}});
+    }
+    series.duration = &duration.Add({{"role", name}}, kConnectionDurationBuckets);
+    series.bytes_sent = &sent.Add({{"role", name}});
+    series.bytes_received = &received.Add({{"role", name}});
+    series.retransmits = &retransmits.Add({{"role", name}});
+    series.resets_sent = &resets.Add({{"role", name}, {"direction", "sent"}});
+    series.resets_received = &resets.Add({{"role", name}, {"direction", "received"}});
   }
   m.flows_open = &BuildGauge()
                       .Name("ambient_doctor_flows_open")
@@ -399,7 +470,31 @@ void MetricsExporter::ConsumeFlows(const FlowTracerStatus& status,
   Metrics& m = *metrics_;
   for (const FlowEvent& event : events) {
     const Flow& flow = event.flow;
-    if (flow.role != FlowRole::kClient || flow.tuple.dst_port != options_.hbone_port) continue;
+    // Live refreshes of open flows: their numbers count once, at close.
+    if (event.kind == FlowEventKind::kUpdate) continue;
+    // The HBONE port is the remote end of a client socket and the local end of a server one.
+    const uint16_t hbone_end =
+        flow.role == FlowRole::kClient ? flow.tuple.dst_port : flow.tuple.src_port;
+    if (hbone_end != options_.hbone_port) continue;
+    Metrics::RoleSeries& by_role = m.hbone_by_role[flow.role];
+    if (event.kind == FlowEventKind::kOpen) {
+      // A connect seen while connecting is reopened once established: count the established one.
+      if (flow.outcome == FlowOutcome::kOpen) by_role.opened->Increment();
+    } else {
+      if (auto it = by_role.closed.find(flow.outcome); it != by_role.closed.end()) {
+        it->second->Increment();
+      }
+      if (flow.established_unix_ns != 0 && flow.ended_unix_ns > flow.established_unix_ns) {
+        by_role.duration->Observe(
+            static_cast<double>(flow.ended_unix_ns - flow.established_unix_ns) / 1e9);
+      }
+      by_role.bytes_sent->Increment(static_cast<double>(flow.bytes_sent));
+      by_role.bytes_received->Increment(static_cast<double>(flow.bytes_received));
+      by_role.retransmits->Increment(flow.retransmits);
+      by_role.resets_sent->Increment(flow.resets_sent);
+      by_role.resets_received->Increment(flow.resets_received);
+    }
+    if (flow.role != FlowRole::kClient) continue;
     const bool same_node = addresses.contains(flow.tuple.dst);
     if (event.kind == FlowEventKind::kOpen) {
       if (auto us = flow.ConnectLatencyUs()) {

@@ -63,8 +63,10 @@ class MetricsExporter {
   void FollowHub(const ResultHub& hub);
 
   // Flow tracer metrics: HBONE connections by outcome and locality (counted at close), connect
-  // latency (at open), open flows, lost events, availability. `addresses`: the node's pod IPs
-  // (same-node destinations; FlowContextOf). Exported at 0 while the tracer is off.
+  // latency (at open), HBONE flows of both ends by role (opened, closed by outcome, duration,
+  // bytes, retransmits, resets; the numbers at close), open flows, lost events, availability.
+  // Update events (live refreshes) are not counted. `addresses`: the node's pod IPs (same-node
+  // destinations; FlowContextOf). Exported at 0 while the tracer is off.
   void ConsumeFlows(const FlowTracerStatus& status, const std::vector<FlowEvent>& events,
                     size_t open_flows, const std::set<FlowAddress>& addresses);
   // Follows `flows` until it is stopped, joining destinations against the latest result of

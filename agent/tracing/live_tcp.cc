@@ -12,6 +12,7 @@
 #include <cstring>
 #include <optional>
 #include <thread>
+#include <utility>
 
 #include "sources/netns/netns_guard.h"
 #include "sources/sockdiag/netlink_messages.h"
@@ -130,6 +131,70 @@ Result<std::vector<LiveSocketStats>> ReadLiveTcpSockets(const std::string& netns
   });
   worker.join();
   return std::move(*result);
+}
+
+std::map<uint32_t, std::string> NetnsPathsByInode(const DiscoveryOptions& discovery,
+                                                  std::vector<SourceError>* warnings) {
+  std::map<uint32_t, std::string> paths;
+  for (const NetnsRecord& record : DiscoverNetns(discovery, warnings)) {
+    paths.emplace(static_cast<uint32_t>(record.inode), record.PrimaryPath());
+  }
+  return paths;
+}
+
+LiveNetnsRead ReadLiveTcpOfNetns(const std::set<uint32_t>& inodes,
+                                 const std::map<uint32_t, std::string>& paths,
+                                 const std::vector<uint16_t>& ports,
+                                 const std::function<void()>& after_each) {
+  LiveNetnsRead read;
+  for (uint32_t inode : inodes) {
+    auto it = paths.find(inode);
+    if (it == paths.end()) continue;
+    ++read.netns_read;
+    Result<std::vector<LiveSocketStats>> sockets = ReadLiveTcpSockets(it->second, ports);
+    if (sockets.ok()) {
+      read.sockets.insert(read.sockets.end(), sockets->begin(), sockets->end());
+    } else {
+      read.errors.push_back(it->second + ": " + sockets.error().message);
+    }
+    if (after_each) after_each();
+  }
+  return read;
+}
+
+NetnsPathCache::NetnsPathCache(DiscoveryOptions discovery, std::chrono::milliseconds retry_after)
+    : discovery_(std::move(discovery)), retry_after_(retry_after) {}
+
+std::map<uint32_t, std::string> NetnsPathCache::Resolve(const std::set<uint32_t>& inodes) {
+  const auto now = std::chrono::steady_clock::now();
+  auto still_names = [](const std::string& path, uint32_t inode) {
+    struct stat st {};
+    return ::stat(path.c_str(), &st) == 0 && static_cast<uint32_t>(st.st_ino) == inode;
+  };
+  bool discover = false;
+  for (uint32_t inode : inodes) {
+    if (auto it = known_.find(inode); it != known_.end()) {
+      if (still_names(it->second, inode)) continue;
+      known_.erase(it);  // the process left, or the bind mount went: look again
+    }
+    auto unnamed = unnamed_.find(inode);
+    if (unnamed == unnamed_.end() || now - unnamed->second >= retry_after_) discover = true;
+  }
+  if (discover) {
+    std::vector<SourceError> warnings;  // unreadable processes: their netns stay unnamed
+    known_ = NetnsPathsByInode(discovery_, &warnings);
+    ++discoveries_;
+    for (uint32_t inode : inodes) {
+      if (!known_.contains(inode)) unnamed_[inode] = now;
+    }
+  }
+  // A miss older than the retry period would be looked for again anyway: forget it.
+  std::erase_if(unnamed_, [&](const auto& entry) { return now - entry.second >= retry_after_; });
+  std::map<uint32_t, std::string> paths;
+  for (uint32_t inode : inodes) {
+    if (auto it = known_.find(inode); it != known_.end()) paths.emplace(inode, it->second);
+  }
+  return paths;
 }
 
 }  // namespace ad

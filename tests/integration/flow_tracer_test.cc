@@ -11,6 +11,8 @@
 #include <linux/capability.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
+#include <signal.h>
 #include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -21,11 +23,15 @@
 #include <cstring>
 #include <functional>
 #include <optional>
+#include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "child_process_util.h"
+#include "daemon/flow_monitor.h"
+#include "flows/flow_hub.h"
 #include "flows/flow_table.h"
 #include "netns_test_util.h"
 #include "scoped_child.h"
@@ -728,6 +734,215 @@ TEST_F(FlowTracerTest, FlowsCommandPrintsTracedConnections) {
       Capture(binary + " flows --duration 1s --btf /nonexistent 2>&1; echo rc=$?");
   EXPECT_NE(no_btf.find("tracing unavailable: no kernel BTF"), std::string::npos) << no_btf;
   EXPECT_NE(no_btf.find("rc=2"), std::string::npos) << no_btf;
+}
+
+// The daemon's FlowMonitor refreshes an open flow's numbers from tcp_info while it is open: a
+// long-lived :15008 connection between the two netns shows at least the bytes sent so far in the
+// published view and as "update" events, growing with more traffic, before it closes.
+TEST_F(FlowTracerTest, FlowMonitorPublishesGrowingLiveBytesOfAnOpenFlow) {
+  auto hub = std::make_shared<FlowHub>();
+  FlowMonitorOptions options;
+  options.tracer.ports = {kHbonePort};
+  options.tracer.ring_bytes = 1u << 16;
+  options.poll = std::chrono::milliseconds(100);
+  options.live_interval = std::chrono::milliseconds(200);
+  FlowMonitor monitor(options, hub);
+  ASSERT_TRUE(monitor.available()) << hub->status().reason;
+  UniqueFd listener = ListenIn(lab_->server().path(), kServerIp, kHbonePort);
+  ASSERT_TRUE(listener.valid());
+  auto [client, err] = Connect(*lab_, kServerIp, kHbonePort);
+  ASSERT_EQ(err, 0) << std::strerror(err);
+  const uint16_t client_port = LocalPort(client.get());
+  UniqueFd conn(::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
+  ASSERT_TRUE(conn.valid());
+  SetReceiveTimeout(conn.get(), 10);
+
+  auto ours = [&](const Flow& flow) {
+    return flow.netns_inode == lab_->client_inode() && flow.role == FlowRole::kClient &&
+           flow.tuple.src_port == client_port;
+  };
+  auto server_side = [&](const Flow& flow) {
+    return flow.netns_inode == lab_->server_inode() && flow.role == FlowRole::kServer &&
+           flow.tuple.dst_port == client_port;
+  };
+  // Waits (15 s at most: a bound, not a time assertion) until the published view has our open
+  // client flow with at least `sent` bytes sent and its server end with `sent` received.
+  auto wait_for_view = [&](uint64_t sent) -> std::optional<Flow> {
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(15);
+    while (std::chrono::steady_clock::now() < give_up) {
+      const FlowHub::Current current = hub->Latest();
+      std::optional<Flow> client_flow;
+      bool server_ok = false;
+      for (const Flow& flow : current.view->open) {
+        if (ours(flow) && flow.bytes_sent >= sent) client_flow = flow;
+        if (server_side(flow) && flow.bytes_received >= sent) server_ok = true;
+      }
+      if (client_flow && server_ok) return client_flow;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return std::nullopt;
+  };
+  uint64_t after = 0;  // hub event sequence already looked at
+  // The largest bytes_sent of our flow's update events published since the last call.
+  auto updates_sent = [&]() -> uint64_t {
+    uint64_t best = 0;
+    for (;;) {
+      FlowHub::Since since = hub->WaitSince(after, std::chrono::milliseconds(0));
+      EXPECT_FALSE(since.gap);
+      if (since.events.empty()) return best;
+      for (const FlowEvent& event : since.events) {
+        if (event.kind == FlowEventKind::kUpdate && ours(event.flow)) {
+          EXPECT_TRUE(event.flow.live);
+          EXPECT_EQ(event.flow.outcome, FlowOutcome::kOpen);
+          best = std::max(best, event.flow.bytes_sent);
+        }
+      }
+      after = since.last_sequence;
+    }
+  };
+
+  constexpr size_t kFirst = 4000;
+  ASSERT_TRUE(WriteAll(client.get(), kFirst));
+  ASSERT_TRUE(ReadExactly(conn.get(), kFirst));
+  std::optional<Flow> seen = wait_for_view(kFirst);
+  ASSERT_TRUE(seen.has_value()) << "the view never showed " << kFirst << " bytes while open";
+  EXPECT_TRUE(seen->live);
+  EXPECT_EQ(seen->bytes_sent, kFirst) << "data bytes, exactly";
+  EXPECT_GE(updates_sent(), kFirst) << "an update event carried them";
+
+  constexpr size_t kMore = 6000;
+  ASSERT_TRUE(WriteAll(client.get(), kMore));
+  ASSERT_TRUE(ReadExactly(conn.get(), kMore));
+  seen = wait_for_view(kFirst + kMore);
+  ASSERT_TRUE(seen.has_value()) << "the view never grew to " << kFirst + kMore << " bytes";
+  EXPECT_EQ(seen->bytes_sent, kFirst + kMore);
+  EXPECT_EQ(updates_sent(), kFirst + kMore) << "a second update, with the grown count";
+  const FlowTracerStatus status = hub->status();
+  EXPECT_GT(status.live_refreshes, 0u);
+  EXPECT_GT(status.live_netns_reads, 0u);
+  EXPECT_GT(status.live_updates, 0u);
+
+  client.Reset();
+  conn.Reset();
+  bool closed = false;
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(15);
+  while (!closed && std::chrono::steady_clock::now() < give_up) {
+    for (const Flow& flow : hub->Latest().view->closed) {
+      if (ours(flow)) {
+        closed = true;
+        EXPECT_EQ(flow.bytes_sent, kFirst + kMore) << "the close agrees with the live count";
+      }
+    }
+    if (!closed) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_TRUE(closed);
+  monitor.Stop();
+}
+
+// With no open traced flow, the live refresh reads nothing at all (no netns discovery, no netns
+// entered), however often it is due; the first open flow makes it read.
+TEST_F(FlowTracerTest, FlowMonitorLiveRefreshCostsNothingWithoutOpenFlows) {
+  constexpr uint16_t kQuietPort = 25608;  // a port no other traffic of the machine uses
+  auto hub = std::make_shared<FlowHub>();
+  FlowMonitorOptions options;
+  options.tracer.ports = {kQuietPort};
+  options.tracer.ring_bytes = 1u << 16;
+  options.poll = std::chrono::milliseconds(20);
+  options.live_interval = std::chrono::milliseconds(20);
+  options.republish = std::chrono::milliseconds(20);
+  FlowMonitor monitor(options, hub);
+  ASSERT_TRUE(monitor.available()) << hub->status().reason;
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));  // ~30 refreshes due
+  FlowTracerStatus status = hub->status();
+  EXPECT_EQ(status.live_refreshes, 0u);
+  EXPECT_EQ(status.live_netns_reads, 0u);
+  EXPECT_EQ(status.live_updates, 0u);
+
+  UniqueFd listener = ListenIn(lab_->server().path(), kServerIp, kQuietPort);
+  ASSERT_TRUE(listener.valid());
+  auto [client, err] = Connect(*lab_, kServerIp, kQuietPort);
+  ASSERT_EQ(err, 0) << std::strerror(err);
+  UniqueFd conn(::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(15);
+  while (hub->status().live_netns_reads == 0 && std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  status = hub->status();
+  EXPECT_GT(status.live_refreshes, 0u) << "an open flow is refreshed";
+  EXPECT_GT(status.live_netns_reads, 0u);
+  EXPECT_EQ(status.live_errors, 0u);
+  monitor.Stop();
+}
+
+// `flows --follow` without a daemon traces in its own process until SIGINT: one line per
+// open/close event (-o json: one object per line, as the daemon's follow prints them), exit 0.
+// Without a daemon socket it falls back by itself; --local asks for it. --pod still needs the
+// daemon.
+TEST_F(FlowTracerTest, FlowsFollowTracesLocallyUntilInterrupted) {
+  testing::ScopedTempDir dir("adt-flow-live-follow");
+  const std::string binary = std::string(AD_BINARY_DIR) + "/agent/ambient-doctor";
+  UniqueFd listener = ListenIn(lab_->server().path(), kServerIp, kHbonePort);
+  ASSERT_TRUE(listener.valid());
+  std::atomic<bool> serving{true};
+  std::thread server([&] {
+    while (serving) {
+      pollfd poll_fd{.fd = listener.get(), .events = POLLIN, .revents = 0};
+      if (::poll(&poll_fd, 1, 100) != 1) continue;
+      UniqueFd conn(::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
+    }
+  });
+  const std::string no_daemon = dir.path() + "/no-daemon.sock";
+  struct Case {
+    std::vector<std::string> args;
+    bool json;
+  };
+  const std::vector<Case> cases = {
+      {{binary, "flows", "--follow", "-o", "json", "--api-socket", no_daemon, "--netns",
+        lab_->client().path()},
+       true},
+      {{binary, "flows", "--follow", "--local", "--netns", lab_->client().path()}, false},
+  };
+  for (const Case& c : cases) {
+    const std::string out = dir.path() + (c.json ? "/follow.json" : "/follow.txt");
+    testing::ScopedChild follow(c.args, "", out);
+    // Connect until both lines of one of our connections are printed (the tracer loads in tens
+    // of ms; connects before it are not seen). 15 s bound, not a time assertion.
+    std::string text;
+    auto has = [&](const std::string& event) {
+      return c.json ? text.find("{\"event\":\"" + event + "\",\"flow\":") != std::string::npos &&
+                          text.find("\"dst_ip\":\"10.211.0.1\"") != std::string::npos
+                    : text.find(event + "\t") != std::string::npos &&
+                          text.find("10.211.0.1:15008") != std::string::npos;
+    };
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(15);
+    while (!(has("open") && has("close")) && std::chrono::steady_clock::now() < give_up) {
+      auto [client, err] = Connect(*lab_, kServerIp, kHbonePort);
+      EXPECT_EQ(err, 0);
+      client.Reset();
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      text = testing::ReadFile(out);
+      ASSERT_EQ(follow.Wait(std::chrono::milliseconds(0)), -1) << "it follows until told\n" << text;
+    }
+    EXPECT_TRUE(has("open") && has("close")) << text;
+    if (c.json) {
+      // One object per line, nothing else.
+      std::istringstream lines(text);
+      for (std::string line; std::getline(lines, line);) {
+        EXPECT_TRUE(line.starts_with("{\"event\":\"") && line.ends_with("}")) << line;
+        EXPECT_NE(line.find("\"inode\":" + std::to_string(lab_->client_inode())), std::string::npos)
+            << "--netns keeps the client netns: " << line;
+      }
+    }
+    follow.Signal(SIGINT);
+    EXPECT_EQ(follow.Wait(std::chrono::seconds(10)), 0) << text;
+  }
+  serving = false;
+  server.join();
+
+  const std::string pod = Capture(binary + " flows --follow --pod demo/web-0 --api-socket " +
+                                  no_daemon + " 2>&1; echo rc=$?");
+  EXPECT_NE(pod.find("--pod reads the daemon's flows"), std::string::npos) << pod;
+  EXPECT_NE(pod.find("rc=2"), std::string::npos) << pod;
 }
 
 }  // namespace

@@ -315,6 +315,141 @@ TEST_F(ServeFlows, AppConnectionOfAPodWithoutItsRedirectRuleIsMeshBypass) {
   StopServe();
 }
 
+// A long-lived connection between two lab pods on a traced port: StreamFlows sends "update"
+// events with its bytes while it is open (serve --flow-live-interval), growing with the traffic,
+// and daemon-mode `flows` prints them before the connection closes.
+TEST_F(ServeFlows, OpenConnectionBytesReachStreamFlowsAsUpdatesBeforeItCloses) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root (BPF, network namespaces)";
+  if (!HasBtf()) GTEST_SKIP() << "kernel has no BTF at /sys/kernel/btf/vmlinux";
+  lab::LabOptions options;
+  options.prefix = "adtfl" + std::to_string(::getpid() % 100000);  // flow-live
+  options.pods = 2;
+  // The server pod's ztunnel (sim) has no listeners, so the test's own listener takes :15008
+  // there (an HBONE port is not redirected inbound; the client sets ztunnel's mark, so its
+  // connect is not redirected outbound) and the test owns both ends of the connection.
+  options.faults = {{lab::FaultKind::kZtunnelNoListeners, 1}};
+  lab::ScopedLab lab(options);
+  ASSERT_TRUE(lab.ok()) << lab.error().message;
+  constexpr uint16_t kPort = 15008;
+  StartServe(options, {"--flow-live-interval", "300ms"});
+  ASSERT_NE(ReadAll(log_).find("flow tracer attached"), std::string::npos) << ReadAll(log_);
+  const lab::LabPod& client = lab.node().pods.at(0);
+  const lab::LabPod& server = lab.node().pods.at(1);
+  struct stat st {};
+  ASSERT_EQ(::stat(client.netns_path.c_str(), &st), 0);
+  const auto inode = static_cast<uint32_t>(st.st_ino);
+
+  UniqueFd listener;
+  std::thread make_listener([&] {
+    Result<NetnsGuard> guard = NetnsGuard::Enter(server.netns_path);
+    if (!guard.ok()) return;
+    listener.Reset(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    const int one = 1;
+    ::setsockopt(listener.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(kPort);
+    ::inet_pton(AF_INET, server.ipv4.c_str(), &address.sin_addr);
+    if (::bind(listener.get(), reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
+        ::listen(listener.get(), 8) != 0) {
+      listener.Reset();
+    }
+  });
+  make_listener.join();
+  ASSERT_TRUE(listener.valid());
+
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + seconds(60));
+  pb::StreamFlowsRequest request;
+  request.set_netns_inode(inode);
+  auto reader = stub_->StreamFlows(&context, request);
+  pb::Flow flow;
+  do {
+    ASSERT_TRUE(reader->Read(&flow)) << reader->Finish().error_message();
+  } while (!flow.end_of_current());
+  auto [socket, err] = ConnectFrom(client.netns_path, server.ipv4, kPort);
+  ASSERT_EQ(err, 0) << std::strerror(err);
+  UniqueFd conn(::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
+  ASSERT_TRUE(conn.valid());
+  sockaddr_in local{};
+  socklen_t length = sizeof(local);
+  ::getsockname(socket.get(), reinterpret_cast<sockaddr*>(&local), &length);
+  const uint32_t client_port = ntohs(local.sin_port);
+  auto send_and_drain = [&](size_t bytes) {
+    const std::vector<char> data(bytes, 'x');
+    ASSERT_EQ(::send(socket.get(), data.data(), bytes, MSG_NOSIGNAL), static_cast<ssize_t>(bytes));
+    std::vector<char> in(bytes);
+    size_t got = 0;
+    while (got < bytes) {
+      const ssize_t n = ::recv(conn.get(), in.data() + got, bytes - got, 0);
+      ASSERT_GT(n, 0);
+      got += static_cast<size_t>(n);
+    }
+  };
+  // Reads the stream until an update of our connection shows at least `bytes` sent.
+  auto read_update = [&](uint64_t bytes) {
+    while (reader->Read(&flow)) {
+      if (flow.event() == "close" && flow.tuple().src_port() == client_port) return false;
+      if (flow.event() == "update" && flow.tuple().src_port() == client_port &&
+          flow.bytes_sent() >= bytes) {
+        return true;
+      }
+    }
+    return false;
+  };
+  constexpr size_t kFirst = 3000;
+  send_and_drain(kFirst);
+  ASSERT_TRUE(read_update(kFirst)) << reader->Finish().error_message();
+  EXPECT_EQ(flow.bytes_sent(), kFirst);
+  EXPECT_TRUE(flow.live());
+  EXPECT_EQ(flow.outcome(), "open");
+  EXPECT_EQ(flow.role(), "client");
+  EXPECT_EQ(flow.netns_inode(), inode);
+  EXPECT_EQ(flow.tuple().dst_ip(), server.ipv4);
+
+  // Daemon-mode `flows` (one shot) shows the open flow with its live bytes so far.
+  const std::string flows_out = dir_.path() + "/flows.json";
+  testing::ScopedChild flows({kDoctor, "flows", "--api-socket", api_socket_, "--netns",
+                              client.netns_path, "--duration", "1s", "-o", "json"},
+                             "", flows_out);
+  EXPECT_EQ(flows.Wait(seconds(20)), 0);
+  const std::string flows_json = ReadAll(flows_out);
+  EXPECT_NE(flows_json.find("\"src_port\": " + std::to_string(client_port)), std::string::npos)
+      << flows_json;
+  EXPECT_NE(flows_json.find("\"bytes_sent\": " + std::to_string(kFirst)), std::string::npos)
+      << flows_json;
+
+  constexpr size_t kMore = 5000;
+  send_and_drain(kMore);
+  ASSERT_TRUE(read_update(kFirst + kMore)) << reader->Finish().error_message();
+  EXPECT_EQ(flow.bytes_sent(), kFirst + kMore) << "it grew while open";
+  socket.Reset();
+  conn.Reset();
+  bool closed = false;
+  while (!closed && reader->Read(&flow)) {
+    closed = flow.event() == "close" && flow.tuple().src_port() == client_port;
+  }
+  ASSERT_TRUE(closed);
+  EXPECT_EQ(flow.bytes_sent(), kFirst + kMore);
+  context.TryCancel();
+  reader->Finish();
+  StopServe();
+}
+
+TEST(ServeFlowsFlags, BadLiveIntervalIsRefusedAtStart) {
+  const std::string command = kDoctor +
+                              " serve --api-socket off --metrics-address 127.0.0.1:0 "
+                              "--flow-live-interval often 2>&1";
+  FILE* pipe = ::popen(command.c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  std::string output;
+  char buffer[512];
+  while (std::fgets(buffer, sizeof(buffer), pipe) != nullptr) output += buffer;
+  const int status = ::pclose(pipe);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 2) << output;
+  EXPECT_NE(output.find("--flow-live-interval needs a duration"), std::string::npos) << output;
+}
+
 TEST(ServeFlowsFlags, BadRingSizeIsRefusedAtStart) {
   for (const char* value : {"12x", "1024", "", "99999999999"}) {
     const std::string command = kDoctor + " serve --api-socket off --metrics-address 127.0.0.1:0 " +

@@ -53,6 +53,16 @@ TEST(FlowMetrics, PresentAtZeroWithoutATracer) {
         "ambient_doctor_hbone_connections_total{locality=\"remote\",outcome=\"closed\"}",
         "ambient_doctor_hbone_connect_latency_seconds_count{locality=\"remote\"}",
         "ambient_doctor_flows_open", "ambient_doctor_flow_tracer_lost_events_total",
+        "ambient_doctor_hbone_flows_opened_total{role=\"client\"}",
+        "ambient_doctor_hbone_flows_opened_total{role=\"server\"}",
+        "ambient_doctor_hbone_flows_closed_total{outcome=\"reset\",role=\"server\"}",
+        "ambient_doctor_hbone_connection_duration_seconds_count{role=\"client\"}",
+        "ambient_doctor_hbone_connection_duration_seconds_bucket{role=\"server\",le=\"+Inf\"}",
+        "ambient_doctor_hbone_sent_bytes_total{role=\"client\"}",
+        "ambient_doctor_hbone_received_bytes_total{role=\"server\"}",
+        "ambient_doctor_hbone_retransmits_total{role=\"client\"}",
+        "ambient_doctor_hbone_resets_total{direction=\"sent\",role=\"server\"}",
+        "ambient_doctor_hbone_resets_total{direction=\"received\",role=\"client\"}",
         "ambient_doctor_flow_tracer_available",
         "ambient_doctor_flow_tracer_attach_info{attach=\"tp_btf\"}"}) {
     ASSERT_TRUE(v.contains(series)) << series << "\n" << exporter.Exposition();
@@ -104,6 +114,82 @@ TEST(FlowMetrics, ConnectionsByOutcomeAndLocalityLatencyAndTracerState) {
   exporter.ConsumeFlows(status, {}, 0, node);
   EXPECT_EQ(Value(exporter, "ambient_doctor_flow_tracer_lost_events_total"), 10);
   EXPECT_EQ(Value(exporter, "ambient_doctor_flows_open"), 0);
+}
+
+// Both ends of HBONE connections by role: opened (established), closed by outcome, duration,
+// bytes, retransmits and resets added at close; live updates count nothing (their numbers count
+// at the close).
+TEST(FlowMetrics, HboneFlowsByRoleCountAtOpenAndClose) {
+  MetricsExporter exporter;
+  const std::set<FlowAddress> node;
+  const FlowTracerStatus status{.enabled = true, .available = true, .attach_mode = "tp_btf"};
+  FlowEvent connecting = Hbone(FlowEventKind::kOpen, "10.9.0.1", FlowOutcome::kConnecting);
+  FlowEvent open = Hbone(FlowEventKind::kOpen, "10.9.0.1", FlowOutcome::kOpen, 1000);
+  FlowEvent update = open;
+  update.kind = FlowEventKind::kUpdate;
+  update.flow.bytes_sent = 1'000'000;
+  update.flow.live = true;
+  FlowEvent closed = Hbone(FlowEventKind::kClose, "10.9.0.1", FlowOutcome::kClosed, 1000);
+  closed.flow.ended_unix_ns = closed.flow.established_unix_ns + 2'500'000'000;  // 2.5 s
+  closed.flow.bytes_sent = 5000;
+  closed.flow.bytes_received = 3000;
+  closed.flow.retransmits = 2;
+  // The accepting end: the HBONE port is its local port.
+  FlowEvent accepted = Hbone(FlowEventKind::kOpen, "10.1.0.7", FlowOutcome::kOpen);
+  accepted.flow.role = FlowRole::kServer;
+  accepted.flow.tuple.src_port = 15008;
+  accepted.flow.tuple.dst_port = 41000;
+  FlowEvent server_reset = accepted;
+  server_reset.kind = FlowEventKind::kClose;
+  server_reset.flow.outcome = FlowOutcome::kReset;
+  server_reset.flow.resets_sent = 1;
+  server_reset.flow.bytes_received = 42;
+  // A server socket of another port (its peer's port is the HBONE one): not HBONE.
+  FlowEvent other = server_reset;
+  other.flow.tuple.src_port = 8080;
+  other.flow.tuple.dst_port = 15008;
+  exporter.ConsumeFlows(status, {connecting, open, update, accepted, closed, server_reset, other},
+                        0, node);
+  EXPECT_EQ(Value(exporter, "ambient_doctor_hbone_flows_opened_total{role=\"client\"}"), 1)
+      << "connecting, then established: one flow";
+  EXPECT_EQ(Value(exporter, "ambient_doctor_hbone_flows_opened_total{role=\"server\"}"), 1);
+  EXPECT_EQ(Value(exporter,
+                  "ambient_doctor_hbone_flows_closed_total{outcome=\"closed\",role=\"client\"}"),
+            1);
+  EXPECT_EQ(
+      Value(exporter, "ambient_doctor_hbone_flows_closed_total{outcome=\"reset\",role=\"server\"}"),
+      1);
+  EXPECT_EQ(
+      Value(exporter, "ambient_doctor_hbone_flows_closed_total{outcome=\"reset\",role=\"client\"}"),
+      0);
+  EXPECT_EQ(
+      Value(exporter, "ambient_doctor_hbone_connection_duration_seconds_count{role=\"client\"}"),
+      1);
+  EXPECT_DOUBLE_EQ(
+      Value(exporter, "ambient_doctor_hbone_connection_duration_seconds_sum{role=\"client\"}"),
+      2.5);
+  EXPECT_EQ(
+      Value(exporter,
+            "ambient_doctor_hbone_connection_duration_seconds_bucket{role=\"client\",le=\"1\"}"),
+      0);
+  EXPECT_EQ(Value(exporter,
+                  "ambient_doctor_hbone_connection_duration_seconds_bucket{role=\"client\","
+                  "le=\"10\"}"),
+            1);
+  EXPECT_EQ(Value(exporter, "ambient_doctor_hbone_sent_bytes_total{role=\"client\"}"), 5000)
+      << "the close's bytes, not the live update's";
+  EXPECT_EQ(Value(exporter, "ambient_doctor_hbone_received_bytes_total{role=\"client\"}"), 3000);
+  EXPECT_EQ(Value(exporter, "ambient_doctor_hbone_received_bytes_total{role=\"server\"}"), 42);
+  EXPECT_EQ(Value(exporter, "ambient_doctor_hbone_retransmits_total{role=\"client\"}"), 2);
+  EXPECT_EQ(
+      Value(exporter, "ambient_doctor_hbone_resets_total{direction=\"sent\",role=\"server\"}"), 1);
+  EXPECT_EQ(
+      Value(exporter, "ambient_doctor_hbone_resets_total{direction=\"received\",role=\"server\"}"),
+      0);
+  EXPECT_EQ(Value(exporter,
+                  "ambient_doctor_hbone_connections_total{locality=\"remote\",outcome=\"closed\"}"),
+            1)
+      << "the client-side series are unchanged";
 }
 
 }  // namespace

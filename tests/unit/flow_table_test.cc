@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <set>
 #include <vector>
 
 #include "flows/flow.h"
@@ -264,6 +265,93 @@ TEST(FlowTable, ConnectingThenEstablishedIsOneFlow) {
   ASSERT_EQ(view.open.size(), 1u);
   EXPECT_EQ(view.open[0].outcome, FlowOutcome::kOpen);
   EXPECT_EQ(view.by_netns[0].client.opened, 1u);
+}
+
+TEST(FlowTable, LiveRefreshReportsOnlyFlowsWhoseNumbersChanged) {
+  FlowTable table;
+  Flow quiet = MakeFlow(1, FlowOutcome::kOpen);
+  quiet.cookie_known = true;
+  Flow busy = MakeFlow(2, FlowOutcome::kOpen);
+  busy.cookie_known = true;
+  table.Apply({FlowEventKind::kOpen, quiet});
+  table.Apply({FlowEventKind::kOpen, busy});
+  LiveSocketStats quiet_socket{.cookie = 1, .bytes_sent = 10};
+  LiveSocketStats busy_socket{.cookie = 2, .bytes_sent = 20, .srtt_us = 50};
+  std::vector<FlowEvent> updates;
+  EXPECT_EQ(table.RefreshLive({quiet_socket, busy_socket}, &updates), 2u);
+  EXPECT_EQ(updates.size(), 2u) << "the first reading makes both live";
+  updates.clear();
+  busy_socket.bytes_sent = 4020;
+  busy_socket.bytes_received = 7;
+  EXPECT_EQ(table.RefreshLive({quiet_socket, busy_socket}, &updates), 2u);
+  ASSERT_EQ(updates.size(), 1u) << "an unchanged flow sends no update";
+  EXPECT_EQ(updates[0].kind, FlowEventKind::kUpdate);
+  EXPECT_EQ(updates[0].flow.flow_id, 2u);
+  EXPECT_EQ(updates[0].flow.bytes_sent, 4020u);
+  EXPECT_EQ(updates[0].flow.bytes_received, 7u);
+  EXPECT_TRUE(updates[0].flow.live);
+  EXPECT_EQ(updates[0].flow.outcome, FlowOutcome::kOpen) << "the flow as it is, still open";
+  EXPECT_EQ(table.OpenNetns(), std::set<uint32_t>({100}));
+}
+
+TEST(FlowTable, UpdateEventsReplaceLiveNumbersOfOpenFlowsOnly) {
+  FlowTable table;
+  Flow open = MakeFlow(3, FlowOutcome::kOpen);
+  table.Apply({FlowEventKind::kOpen, open});
+  Flow update = open;
+  update.bytes_sent = 900;
+  update.bytes_received = 300;
+  update.srtt_us = 40;
+  update.retransmits = 2;
+  table.Apply({FlowEventKind::kUpdate, update});
+  FlowTableView view = table.View();
+  ASSERT_EQ(view.open.size(), 1u);
+  EXPECT_EQ(view.open[0].bytes_sent, 900u);
+  EXPECT_EQ(view.open[0].bytes_received, 300u);
+  EXPECT_EQ(view.open[0].retransmits, 2u);
+  EXPECT_TRUE(view.open[0].live);
+  EXPECT_EQ(view.by_netns[0].client.opened, 1u) << "an update opens nothing";
+  // An update of a flow that is not open (closed meanwhile, or never seen) changes nothing.
+  Flow unknown = MakeFlow(4, FlowOutcome::kOpen);
+  table.Apply({FlowEventKind::kUpdate, unknown});
+  EXPECT_EQ(table.open_count(), 1u);
+  Flow closed = open;
+  closed.outcome = FlowOutcome::kClosed;
+  closed.bytes_sent = 1000;
+  table.Apply({FlowEventKind::kClose, closed});
+  table.Apply({FlowEventKind::kUpdate, update});
+  EXPECT_EQ(table.open_count(), 0u);
+  EXPECT_EQ(table.View().closed.at(0).bytes_sent, 1000u) << "the close's numbers stay";
+  EXPECT_TRUE(table.OpenNetns().empty());
+}
+
+TEST(FlowTable, CappedUpdatesRotateSoEveryFlowGetsItsTurn) {
+  auto updates_of = [](std::initializer_list<uint64_t> ids) {
+    std::vector<FlowEvent> updates;
+    for (uint64_t id : ids)
+      updates.push_back({FlowEventKind::kUpdate, MakeFlow(id, FlowOutcome::kOpen)});
+    return updates;
+  };
+  size_t cursor = 0;
+  std::vector<FlowEvent> few = updates_of({3, 1});
+  EXPECT_EQ(CapUpdates(few, 2, cursor), 0u) << "under the cap: all kept";
+  EXPECT_EQ(few.size(), 2u);
+  std::set<uint64_t> seen;
+  for (int refresh = 0; refresh < 3; ++refresh) {
+    std::vector<FlowEvent> updates = updates_of({5, 2, 4, 1, 3});
+    EXPECT_EQ(CapUpdates(updates, 2, cursor), 3u) << "the dropped ones are counted";
+    ASSERT_EQ(updates.size(), 2u);
+    for (const FlowEvent& update : updates) seen.insert(update.flow.flow_id);
+  }
+  EXPECT_EQ(seen, std::set<uint64_t>({1, 2, 3, 4, 5})) << "three capped refreshes cover all five";
+  std::vector<FlowEvent> zero_cap = updates_of({1, 2});
+  EXPECT_EQ(CapUpdates(zero_cap, 0, cursor), 1u) << "a cap of 0 still lets one through";
+}
+
+TEST(FlowEventKind, NamesAreStable) {
+  EXPECT_EQ(FlowEventKindName(FlowEventKind::kOpen), "open");
+  EXPECT_EQ(FlowEventKindName(FlowEventKind::kClose), "close");
+  EXPECT_EQ(FlowEventKindName(FlowEventKind::kUpdate), "update");
 }
 
 }  // namespace
