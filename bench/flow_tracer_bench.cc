@@ -1,14 +1,17 @@
 // The HBONE flow tracer's overhead (issue 8 §4): a connect/accept/close loop on 127.0.0.1 inside
 // a fresh netns, side by side in one run, interleaved: no tracer, tracer loaded but the loop on a
-// filtered-out port, tracer on the traced port. Prints connections/s (median of --runs), ratios
-// to the baseline, lost events, user-space CPU per 1000 events consumed and the RSS the tracer
-// adds. A paced run (--rate, default 20000/s) checks zero loss at that rate.
+// filtered-out port, tracer on the traced port; mesh-bypass mode with the loop's netns not
+// watched (250 other netns in the map) and watched (any port; ztunnel's capture port 15001), 15001
+// added to the port list instead, and the whole-node all-connects mode. Prints connections/s
+// (median of --runs), ratios to the baseline, lost events, user-space CPU per 1000 events consumed
+// and the RSS the tracer adds. A paced run (--rate, default 20000/s) checks zero loss at that rate.
 //
 //   sudo build/bench/flow_tracer_bench [--connections 20000] [--runs 5] [--rate 20000]
 //                                      [--ring-bytes 1048576]
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -121,12 +124,41 @@ struct Consumer {
   }
 };
 
+// Mesh-bypass mode's netns map: off, holding other netns only, or holding the loop's netns.
+enum class Bypass : uint8_t { kOff, kUnwatched, kWatched };
+
 struct Mode {
   const char* name;
   bool tracer;
   uint16_t port;
   bool batch_wakeups = true;
+  Bypass bypass = Bypass::kOff;
+  bool all_connects = false;
+  std::vector<uint16_t> ports = {kTracedPort};
 };
+
+// A node's worth of ambient pod netns (fake inodes) in the map, plus the loop's netns if watched.
+std::vector<uint32_t> BypassNetns(Bypass bypass, uint32_t loop_inode) {
+  std::vector<uint32_t> inodes;
+  for (uint32_t i = 0; i < 250; ++i) inodes.push_back(0xF0000000u + i);
+  if (bypass == Bypass::kWatched) inodes.push_back(loop_inode);
+  return inodes;
+}
+
+Result<std::unique_ptr<FlowTracer>> StartFor(const Mode& mode, uint32_t ring_bytes,
+                                             uint32_t loop_inode) {
+  TracerOptions options;
+  options.batch_wakeups = mode.batch_wakeups;
+  options.ring_bytes = ring_bytes;
+  options.ports = mode.ports;
+  options.trace_all_connects = mode.all_connects;
+  options.watch_bypass_netns = mode.bypass != Bypass::kOff;
+  auto started = StartFlowTracer(options);
+  if (!started.ok() || mode.bypass == Bypass::kOff) return started;
+  auto fed = (*started)->SetBypassNetns(BypassNetns(mode.bypass, loop_inode));
+  if (!fed.ok()) return fed.error();
+  return started;
+}
 
 int Main(int argc, char** argv) {
   int connections = 20000;
@@ -152,15 +184,31 @@ int Main(int argc, char** argv) {
   } cleanup{netns};
   const std::string path = "/run/netns/" + netns;
 
-  constexpr int kModes = 4;
-  const Mode modes[kModes] = {{"no tracer", false, kTracedPort},
-                              {"tracer, untraced port", true, kUntracedPort},
-                              {"tracer, traced port", true, kTracedPort},
-                              {"traced, wakeup per event", true, kTracedPort, false}};
+  struct stat netns_stat {};
+  if (::stat(path.c_str(), &netns_stat) != 0) return 2;
+  const auto loop_inode = static_cast<uint32_t>(netns_stat.st_ino);
+  constexpr uint16_t kCapturePort = 15001;  // ztunnel's outbound capture listener in a pod
+  const std::vector<Mode> modes = {
+      {"no tracer", false, kTracedPort},
+      {"tracer, untraced port", true, kUntracedPort},
+      {"tracer, traced port", true, kTracedPort},
+      {"traced, wakeup per event", true, kTracedPort, false},
+      {"bypass, unwatched netns", true, kUntracedPort, true, Bypass::kUnwatched},
+      {"bypass, watched, :15009", true, kUntracedPort, true, Bypass::kWatched},
+      {"bypass, watched, :15001", true, kCapturePort, true, Bypass::kWatched},
+      {"ports +15001, untraced",
+       true,
+       kUntracedPort,
+       true,
+       Bypass::kOff,
+       false,
+       {kTracedPort, kCapturePort}},
+      {"all-connects, :15009", true, kUntracedPort, true, Bypass::kOff, true}};
+  const int kModes = static_cast<int>(modes.size());
   std::vector<std::vector<double>> rates(kModes);
-  uint64_t lost[kModes] = {};
-  uint64_t events[kModes] = {};
-  double cpu_ms[kModes] = {};
+  std::vector<uint64_t> lost(kModes);
+  std::vector<uint64_t> events(kModes);
+  std::vector<double> cpu_ms(kModes);
   long baseline_rss_kb = 0;  // after a run without tracer
   long traced_rss_kb = 0;    // highest with a tracer loaded, after its run
   std::string attach;
@@ -168,10 +216,7 @@ int Main(int argc, char** argv) {
     for (int m = 0; m < kModes; ++m) {
       Consumer consumer;
       if (modes[m].tracer) {
-        TracerOptions options;
-        options.batch_wakeups = modes[m].batch_wakeups;
-        options.ring_bytes = ring_bytes;
-        auto started = StartFlowTracer(options);
+        auto started = StartFor(modes[m], ring_bytes, loop_inode);
         if (!started.ok()) {
           std::fprintf(stderr, "tracer: %s\n", started.error().message.c_str());
           return 2;
@@ -196,7 +241,7 @@ int Main(int argc, char** argv) {
       "flow tracer overhead: %d connect/accept/RST-close cycles on 127.0.0.1 in a netns, "
       "median of %d interleaved runs, attach %s\n",
       connections, runs, attach.c_str());
-  std::printf("%-24s %12s %8s %12s %10s %16s\n", "mode", "conn/s", "ratio", "events", "lost",
+  std::printf("%-26s %12s %8s %12s %10s %16s\n", "mode", "conn/s", "ratio", "events", "lost",
               "CPU ms/1k events");
   const double base = bench::Median(rates[0]);
   for (int m = 0; m < kModes; ++m) {
@@ -206,23 +251,26 @@ int Main(int argc, char** argv) {
       std::snprintf(per_k, sizeof(per_k), "%.3f",
                     cpu_ms[m] / (static_cast<double>(events[m]) / 1e3));
     }
-    std::printf("%-24s %12.0f %7.1f%% %12llu %10llu %16s\n", modes[m].name, median,
+    std::printf("%-26s %12.0f %7.1f%% %12llu %10llu %16s\n", modes[m].name, median,
                 100.0 * median / base, static_cast<unsigned long long>(events[m]),
                 static_cast<unsigned long long>(lost[m]), per_k);
   }
 
-  // Paced run at the target rate on the traced port: lost events must be zero.
+  // Paced runs at the target rate, traced port and a watched netns's capture port (an app
+  // connect plus ztunnel's accept, as in an ambient pod): lost events must be zero.
   if (rate > 0) {
-    Consumer consumer;
-    auto started = StartFlowTracer(TracerOptions{});
-    if (!started.ok()) return 2;
-    consumer.tracer = std::move(started).value();
-    consumer.Start();
-    const double achieved = ConnectLoop(path, kTracedPort, connections, rate);
-    consumer.Stop();
-    std::printf("paced at %d conn/s (achieved %.0f): %llu events, %llu lost\n", rate, achieved,
-                static_cast<unsigned long long>(consumer.consumed.load()),
-                static_cast<unsigned long long>(consumer.tracer->Counters().lost_events));
+    for (const Mode& mode : {modes[2], modes[6]}) {
+      Consumer consumer;
+      auto started = StartFor(mode, ring_bytes, loop_inode);
+      if (!started.ok()) return 2;
+      consumer.tracer = std::move(started).value();
+      consumer.Start();
+      const double achieved = ConnectLoop(path, mode.port, connections, rate);
+      consumer.Stop();
+      std::printf("%s, paced at %d conn/s (achieved %.0f): %llu events, %llu lost\n", mode.name,
+                  rate, achieved, static_cast<unsigned long long>(consumer.consumed.load()),
+                  static_cast<unsigned long long>(consumer.tracer->Counters().lost_events));
+    }
   }
   std::printf(
       "RSS: %ld KiB without tracer, %ld KiB with it loaded after a traced run (+%ld KiB; "

@@ -44,8 +44,20 @@ FlowTracerStatus FlowMonitor::Status() const {
     status.lost_events = counters.lost_events;
     status.state_full = counters.state_full;
     status.decode_errors = counters.decode_errors;
+    status.bypass_flows = counters.watched_flows;
+    const BypassNetnsState bypass = tracer_->BypassNetns();
+    status.bypass_netns = bypass.watched;
+    status.bypass_netns_not_watched = bypass.not_watched;
+    status.bypass_netns_overflow = bypass.overflow_total;
   }
+  status.bypass = options_.tracer.watch_bypass_netns;
   return status;
+}
+
+std::optional<Result<BypassNetnsState>> FlowMonitor::SetBypassNetns(
+    const std::vector<uint32_t>& inodes) {
+  if (!tracer_ || !options_.tracer.watch_bypass_netns) return std::nullopt;
+  return tracer_->SetBypassNetns(inodes);
 }
 
 void FlowMonitor::Run() {
