@@ -18,7 +18,8 @@ void FollowResultsIntoBypassNetns(const ResultHub& results,
   uint64_t last = 0;
   std::optional<std::vector<uint32_t>> applied;
   for (;;) {
-    const ResultHub::Since since = results.WaitSince(last, std::chrono::milliseconds(1000));
+    // Publishing and Stop() wake it: the timeout only bounds a wait, it is no poll.
+    const ResultHub::Since since = results.WaitSince(last, std::chrono::seconds(60));
     if (since.stopped) return;
     if (since.results.empty()) continue;
     last = since.results.back()->sequence;
