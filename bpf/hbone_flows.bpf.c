@@ -37,6 +37,11 @@ const volatile __u32 traced_port_count = 1;
 // Also trace every connect(), whatever its destination port (the mesh-bypass check sees the
 // application side of redirected connections); accepted sockets still need a traced port.
 const volatile bool trace_all_connects = false;
+// Mesh-bypass mode: in the netns of `watched_netns` (the node's ambient pods, fed by user space)
+// trace every connect and ztunnel's accepts on the capture ports; other netns pay one map lookup
+// per connect. Independent of trace_all_connects (the whole node).
+const volatile bool watch_netns = false;
+const volatile __u16 capture_ports[HBONE_MAX_CAPTURE_PORTS] = {15001, 15053};
 // Wake the consumer only once this much is waiting (0: on every event). A wakeup per event costs
 // user space far more than the event itself; the consumer also drains on its poll timeout.
 const volatile __u64 wakeup_bytes = 0;
@@ -57,6 +62,15 @@ struct {
   __uint(max_entries, 1 << 20);
 } flow_events SEC(".maps");
 
+// Netns inodes watched for mesh bypass (only read when watch_netns is set). Written by user space
+// only; bounded (resized by the loader), a full map is user space's overflow to count.
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, 4096);
+  __type(key, __u32);
+  __type(value, __u8);
+} watched_netns SEC(".maps");
+
 // enum hbone_counter, per CPU so counting never contends; user space sums them.
 struct {
   __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -75,6 +89,20 @@ static __always_inline bool port_traced(__u16 port) {
   for (int i = 0; i < HBONE_MAX_PORTS; i++) {
     if (i >= traced_port_count) return false;
     if (traced_ports[i] == port) return true;
+  }
+  return false;
+}
+
+static __always_inline bool netns_watched(struct sock* sk, bool btf_sk) {
+  __u32 inode = btf_sk ? sk->__sk_common.skc_net.net->ns.inum
+                       : BPF_CORE_READ(sk, __sk_common.skc_net.net, ns.inum);
+  return bpf_map_lookup_elem(&watched_netns, &inode) != NULL;
+}
+
+static __always_inline bool capture_port(__u16 port) {
+#pragma unroll
+  for (int i = 0; i < HBONE_MAX_CAPTURE_PORTS; i++) {
+    if (capture_ports[i] == port) return true;
   }
   return false;
 }
@@ -231,11 +259,26 @@ static __always_inline int on_set_state(struct sock* sk, int oldstate, int newst
     __u16 dport =
         bpf_ntohs(btf_sk ? sk->__sk_common.skc_dport : BPF_CORE_READ(sk, __sk_common.skc_dport));
     __u8 role = 0;
-    if (oldstate == ST_CLOSE && newstate == ST_SYN_SENT &&
-        (trace_all_connects || port_traced(dport))) {
-      role = HBONE_ROLE_CLIENT;
-    } else if (newstate == ST_SYN_RECV && port_traced(sport)) {
-      role = HBONE_ROLE_SERVER;  // the child socket, cloned from the listener
+    __u8 flags = 0;
+    if (oldstate == ST_CLOSE && newstate == ST_SYN_SENT) {
+      if (trace_all_connects || port_traced(dport)) {
+        role = HBONE_ROLE_CLIENT;
+      } else if (watch_netns && netns_watched(sk, btf_sk)) {
+        role = HBONE_ROLE_CLIENT;  // an application connect of a watched (ambient) netns
+        flags = HBONE_FLAG_WATCHED_NETNS;
+      } else {
+        return 0;
+      }
+    } else if (newstate == ST_SYN_RECV) {
+      // The child socket, cloned from the listener.
+      if (port_traced(sport)) {
+        role = HBONE_ROLE_SERVER;
+      } else if (watch_netns && capture_port(sport) && netns_watched(sk, btf_sk)) {
+        role = HBONE_ROLE_SERVER;  // ztunnel accepting a redirected connect
+        flags = HBONE_FLAG_WATCHED_NETNS;
+      } else {
+        return 0;
+      }
     } else if (newstate == ST_CLOSE && oldstate != ST_LISTEN &&
                (port_traced(sport) || port_traced(dport))) {
       // A flow older than the tracer: report its end with what the socket still knows.
@@ -252,6 +295,8 @@ static __always_inline int on_set_state(struct sock* sk, int oldstate, int newst
     }
     struct hbone_flow_event fresh = {};
     fresh.role = role;
+    fresh.flags = flags;
+    if (flags) count(HBONE_COUNTER_WATCHED_FLOWS);
     fresh.start_ns = bpf_ktime_get_ns();
     fresh.states_seen = 1 << newstate;
     fresh.last_state = newstate;

@@ -10,6 +10,9 @@
 
 /* Ports the kernel side compares against (const volatile, set before load). */
 #define HBONE_MAX_PORTS 8
+/* ztunnel's in-pod listeners the mesh-bypass check pairs application connects with: the
+ * outbound capture port and the DNS proxy (TCP :53 is redirected there, not to 15001). */
+#define HBONE_MAX_CAPTURE_PORTS 2
 
 enum hbone_event_kind {
   HBONE_EVENT_OPEN = 1,  /* ESTABLISHED, or the first SYN retransmit of a connect in SYN_SENT */
@@ -25,14 +28,17 @@ enum hbone_role {
 #define HBONE_FLAG_SEEN_LATE 0x1    /* first seen at close: started before the tracer loaded */
 #define HBONE_FLAG_REAL_COOKIE 0x2  /* flow_id is the socket cookie (sock_diag idiag_cookie) */
 #define HBONE_FLAG_FIN_RECEIVED 0x4 /* RCV_SHUTDOWN at close: bytes_received counts the FIN */
+/* Tracked only because its netns is watched for mesh bypass (no traced port, not all-connects) */
+#define HBONE_FLAG_WATCHED_NETNS 0x8
 
 /* Indexes of the per-CPU counter array. */
 enum hbone_counter {
-  HBONE_COUNTER_EVENTS = 0,      /* events submitted to the ring buffer */
-  HBONE_COUNTER_LOST_EVENTS = 1, /* ring-buffer reservations that failed: events lost */
-  HBONE_COUNTER_STATE_FULL = 2,  /* flows not tracked because the state map refused them */
-  HBONE_COUNTER_LATE_FLOWS = 3,  /* close events of flows that started before tracing */
-  HBONE_COUNTER_COUNT = 4,
+  HBONE_COUNTER_EVENTS = 0,        /* events submitted to the ring buffer */
+  HBONE_COUNTER_LOST_EVENTS = 1,   /* ring-buffer reservations that failed: events lost */
+  HBONE_COUNTER_STATE_FULL = 2,    /* flows not tracked because the state map refused them */
+  HBONE_COUNTER_LATE_FLOWS = 3,    /* close events of flows that started before tracing */
+  HBONE_COUNTER_WATCHED_FLOWS = 4, /* flows tracked because their netns is watched (bypass) */
+  HBONE_COUNTER_COUNT = 5,
 };
 
 /* One open or close event; also the per-socket state kept in the LRU hash between them. */

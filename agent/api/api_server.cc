@@ -505,6 +505,11 @@ struct ApiServer::Impl final : pb::AmbientDoctor::Service {
       reply->set_flow_tracer_attach(tracer.attach_mode);
       reply->set_flow_tracer_reason(tracer.enabled ? tracer.reason : "disabled (--no-flows)");
       reply->set_flow_tracer_lost_events(tracer.lost_events);
+      reply->set_flow_tracer_bypass(tracer.bypass);
+      reply->set_flow_tracer_bypass_netns(tracer.bypass_netns);
+      reply->set_flow_tracer_bypass_netns_not_watched(tracer.bypass_netns_not_watched);
+      reply->set_flow_tracer_bypass_netns_overflow(tracer.bypass_netns_overflow);
+      reply->set_flow_tracer_bypass_flows(tracer.bypass_flows);
     } else {
       reply->set_flow_tracer_reason("this server has no flow tracer");
     }

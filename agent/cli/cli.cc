@@ -30,6 +30,7 @@
 #include "cli/report_render.h"
 #include "cli/rules_render.h"
 #include "client/api_client.h"
+#include "daemon/bypass_feed.h"
 #include "daemon/daemon.h"
 #include "daemon/flow_monitor.h"
 #include "engine/engine.h"
@@ -822,8 +823,9 @@ int RunServe(const std::vector<std::string>& args) {
              .repeatable = true,
              .value_name = "PORT",
              .default_text = "15008",
-             .help = "Port traced by the flow tracer (either end), up to 8, as `flows --port`; add "
-                     "15001 (with --flow-all-connects) for MESH_BYPASS."});
+             .help = "Port traced by the flow tracer (either end), up to 8, as `flows --port`; the "
+                     "first is the HBONE port of the checks and metrics. MESH_BYPASS needs no "
+                     "port here (see --no-flow-bypass)."});
   flags.Add({.name = "flow-attach",
              .value_name = "MODE",
              .default_text = "auto",
@@ -835,8 +837,14 @@ int RunServe(const std::vector<std::string>& args) {
                      "(TRACING_UNAVAILABLE) while the daemon keeps serving."});
   flags.Add({.name = "flow-all-connects",
              .takes_value = false,
-             .help = "Also trace every outgoing connection (the application side MESH_BYPASS "
-                     "needs; an event pair per connect on the node)."});
+             .help = "Also trace every outgoing connection of the whole node, any netns (an "
+                     "event pair per connect on the node; MESH_BYPASS does not need it)."});
+  flags.Add({.name = "no-flow-bypass",
+             .takes_value = false,
+             .help = "Do not trace the application connects of ambient pods (no MESH_BYPASS "
+                     "check). By default every connect of the netns the scan finds ambient, and "
+                     "ztunnel's accepts on 15001/15053 there, are traced; other netns pay one "
+                     "kernel map lookup per connect."});
   flags.Add({.name = "flow-ring-bytes",
              .value_name = "N",
              .default_text = "262144",
@@ -909,6 +917,7 @@ int RunServe(const std::vector<std::string>& args) {
   }
   flow_options.tracer.btf_path = flags.Get("flow-btf", flow_options.tracer.btf_path);
   flow_options.tracer.trace_all_connects = flags.Has("flow-all-connects");
+  flow_options.tracer.watch_bypass_netns = !flags.Has("no-flow-bypass");
   if (auto bytes = ParseRingBytes(flags.Get("flow-ring-bytes", "262144"))) {
     flow_options.tracer.ring_bytes = *bytes;
   } else {
@@ -1024,6 +1033,30 @@ int RunServe(const std::vector<std::string>& args) {
                                 format));
   }
   std::thread metrics_feed([&exporter, &daemon] { exporter.FollowHub(daemon.hub()); });
+  // Mesh-bypass mode: the tracer watches the netns each published scan finds ambient.
+  std::thread bypass_feed;
+  if (flow_monitor && flow_monitor->available() && flow_options.tracer.watch_bypass_netns) {
+    bypass_feed = std::thread([&daemon, &flow_monitor, format] {
+      bool overflowing = false;
+      FollowResultsIntoBypassNetns(daemon.hub(), [&](const std::vector<uint32_t>& inodes) {
+        const auto state = flow_monitor->SetBypassNetns(inodes);
+        if (!state) return;
+        if (!state->ok()) {
+          spdlog::warn("{}", NoteLine("mesh-bypass netns map: " + state->error().message, format));
+          return;
+        }
+        const BypassNetnsState& now = state->value();
+        if (now.not_watched > 0 && !overflowing) {
+          spdlog::warn("{}",
+                       NoteLine("mesh-bypass netns map full: " + std::to_string(now.not_watched) +
+                                    " ambient netns not watched (" + std::to_string(now.watched) +
+                                    " watched): MESH_BYPASS misses their connections",
+                                format));
+        }
+        overflowing = now.not_watched > 0;
+      });
+    });
+  }
   std::thread flow_metrics_feed(
       [&exporter, &daemon, flow_hub] { exporter.FollowFlows(*flow_hub, daemon.hub()); });
   // gRPC's lines (API server, CRI client) must not break the daemon's log format.
@@ -1040,6 +1073,7 @@ int RunServe(const std::vector<std::string>& args) {
       flow_hub->Stop();
       metrics_feed.join();
       flow_metrics_feed.join();
+      if (bypass_feed.joinable()) bypass_feed.join();
       return kExitScanFailed;
     }
     api_server = std::move(*started);
@@ -1068,6 +1102,7 @@ int RunServe(const std::vector<std::string>& args) {
   if (flow_monitor) flow_monitor->Stop();
   metrics_feed.join();
   flow_metrics_feed.join();
+  if (bypass_feed.joinable()) bypass_feed.join();
   if (api_server) api_server->Shutdown();
   if (endpoint) endpoint->Stop();
   spdlog::info("{}",

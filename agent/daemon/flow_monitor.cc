@@ -47,12 +47,18 @@ FlowTracerStatus FlowMonitor::Status() const {
     status.lost_events = counters.lost_events;
     status.state_full = counters.state_full;
     status.decode_errors = counters.decode_errors;
+    status.bypass_flows = counters.watched_flows;
+    const BypassNetnsState bypass = tracer_->BypassNetns();
+    status.bypass_netns = bypass.watched;
+    status.bypass_netns_not_watched = bypass.not_watched;
+    status.bypass_netns_overflow = bypass.overflow_total;
   }
   status.live_refreshes = live_refreshes_.load();
   status.live_netns_reads = live_netns_reads_.load();
   status.live_errors = live_errors_.load();
   status.live_updates = live_updates_.load();
   status.live_updates_skipped = live_updates_skipped_.load();
+  status.bypass = options_.tracer.watch_bypass_netns;
   return status;
 }
 
@@ -72,6 +78,12 @@ void FlowMonitor::RefreshLive(FlowTable& table, NetnsPathCache& paths,
   live_updates_ += updates.size();
   batch.insert(batch.end(), std::make_move_iterator(updates.begin()),
                std::make_move_iterator(updates.end()));
+}
+
+std::optional<Result<BypassNetnsState>> FlowMonitor::SetBypassNetns(
+    const std::vector<uint32_t>& inodes) {
+  if (!tracer_ || !options_.tracer.watch_bypass_netns) return std::nullopt;
+  return tracer_->SetBypassNetns(inodes);
 }
 
 void FlowMonitor::Run() {

@@ -8,7 +8,9 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <thread>
+#include <vector>
 
 #include "flows/flow_hub.h"
 #include "flows/flow_table.h"
@@ -18,7 +20,8 @@
 namespace ad {
 
 struct FlowMonitorOptions {
-  TracerOptions tracer;
+  // Mesh-bypass mode on: SetBypassNetns feeds the netns it watches.
+  TracerOptions tracer = {.watch_bypass_netns = true};
   FlowTableLimits limits;
   // Longest wait for events, and so between stop checks (events wake it at once, or in batches:
   // TracerOptions::batch_wakeups). An idle node costs two wakeups a second.
@@ -48,6 +51,10 @@ class FlowMonitor {
   FlowMonitor& operator=(const FlowMonitor&) = delete;
 
   bool available() const { return tracer_ != nullptr; }
+  // The netns whose every connect is traced for MESH_BYPASS (the node's ambient pods); only the
+  // changes reach the kernel. Any thread. What does not fit the map is counted (the returned
+  // state, the status), never fatal. The tracer's error; nullopt without a tracer or bypass mode.
+  std::optional<Result<BypassNetnsState>> SetBypassNetns(const std::vector<uint32_t>& inodes);
   // Ends the feed thread and stops the hub (streams get their final status). Idempotent.
   void Stop();
 

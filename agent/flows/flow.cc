@@ -185,6 +185,7 @@ Result<FlowEvent> DecodeFlowEvent(std::span<const uint8_t> record, int64_t monot
   flow.resets_sent = raw.resets_sent;
   flow.sk_err = raw.sk_err;
   flow.seen_late = (raw.flags & HBONE_FLAG_SEEN_LATE) != 0;
+  flow.bypass_watch = (raw.flags & HBONE_FLAG_WATCHED_NETNS) != 0;
   const bool established =
       raw.established_ns != 0 || (raw.states_seen & (1u << kEstablished)) != 0 || flow.seen_late;
   if (event.kind == FlowEventKind::kOpen) {

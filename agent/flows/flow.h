@@ -70,6 +70,9 @@ struct Flow {
   uint8_t closed_from_state = 0;  // TCP state before TCP_CLOSE
   bool seen_late = false;         // started before tracing: start and latency unknown
   bool live = false;              // bytes refreshed from sock_diag tcp_info while open
+  // Traced only because its netns is watched for mesh bypass (an application connect of an
+  // ambient pod, or ztunnel accepting one), not for a traced port.
+  bool bypass_watch = false;
   FlowOutcome outcome = FlowOutcome::kOpen;
 
   // SYN_SENT -> ESTABLISHED for clients (SYN_RECV -> ESTABLISHED for servers).

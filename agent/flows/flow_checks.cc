@@ -115,7 +115,8 @@ std::vector<Finding> CheckMeshBypass(const std::vector<Flow>& flows,
   // ztunnel's accepts on the capture port, by netns: the peers it accepted from.
   std::set<std::tuple<uint32_t, FlowAddress, uint16_t>> captured;
   for (const Flow& flow : flows) {
-    if (flow.role != FlowRole::kServer || flow.tuple.src_port != config.outbound_capture_port) {
+    if (flow.role != FlowRole::kServer || (flow.tuple.src_port != config.outbound_capture_port &&
+                                           flow.tuple.src_port != config.dns_capture_port)) {
       continue;
     }
     captured.emplace(flow.netns_inode, flow.tuple.dst, flow.tuple.dst_port);
@@ -125,7 +126,15 @@ std::vector<Finding> CheckMeshBypass(const std::vector<Flow>& flows,
     if (flow.role != FlowRole::kClient || !context.ambient_netns.contains(flow.netns_inode)) {
       continue;
     }
-    if (flow.mark == config.ztunnel_mark || flow.tuple.dst.IsLoopback() || !WasEstablished(flow)) {
+    if ((flow.mark & config.ztunnel_mark_mask) == config.ztunnel_mark ||
+        flow.tuple.dst.IsLoopback() || !WasEstablished(flow)) {
+      continue;
+    }
+    // To its own address: routed over lo, which Istio's outbound rules let pass uncaptured.
+    if (flow.tuple.dst == flow.tuple.src) continue;
+    // Too young to judge: ztunnel's accept may be in the tracer's next batch.
+    if (context.now_unix_ns != 0 && flow.established_unix_ns != 0 &&
+        context.now_unix_ns - flow.established_unix_ns < config.bypass_settle_ms * 1'000'000) {
       continue;
     }
     // REDIRECT keeps the source: ztunnel's accepted socket has the app socket as its peer.

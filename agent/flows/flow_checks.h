@@ -16,13 +16,18 @@ namespace ad {
 struct FlowCheckConfig {
   uint16_t hbone_port = 15008;
   uint16_t outbound_capture_port = 15001;  // ztunnel's in-pod outbound listener
+  uint16_t dns_capture_port = 15053;       // ztunnel's DNS proxy (DNS capture redirects TCP :53)
   uint32_t ztunnel_mark = 0x539;
+  uint32_t ztunnel_mark_mask = 0xfff;  // Istio's rules match the mark under this mask
   // HBONE_CONNECT_FAILURES: per source netns and locality, at least this many failed connects
   // and at least this share of the attempts in the window.
   uint64_t min_failures = 3;
   double min_failure_ratio = 0.2;
   size_t worst_destinations = 3;  // destinations named in the evidence
   size_t max_bypass_evidence = 5;
+  // MESH_BYPASS: an application connect established this recently is not judged yet: ztunnel's
+  // accept of it is a separate event that may arrive in the next batch.
+  int64_t bypass_settle_ms = 1000;
 };
 
 // What the checks need to know about the node besides the flows.
@@ -31,6 +36,7 @@ struct FlowCheckContext {
   std::set<uint32_t> ambient_netns;             // netns enrolled in ambient (MESH_BYPASS applies)
   std::map<uint32_t, std::string> netns_paths;  // for the findings' netns_path
   std::map<uint32_t, std::string> pods;         // netns inode -> "namespace/name"
+  int64_t now_unix_ns = 0;  // when the checks run (MESH_BYPASS's settle time); 0: not applied
 };
 
 // Client flows to the HBONE port (closed ones in the window; open ones count as attempts),
@@ -40,9 +46,11 @@ std::vector<Finding> CheckHboneConnectFailures(const std::vector<Flow>& flows,
                                                const FlowCheckConfig& config = {});
 
 // Client flows of ambient netns that were established to a non-loopback destination without
-// ztunnel's mark and without a ztunnel accept on the outbound capture port whose peer is the
-// flow's source (one finding per netns; the flows are the evidence). Needs flows traced for every
-// destination port of those netns plus the server side of the capture port.
+// ztunnel's mark and without a ztunnel accept on a capture port (outbound 15001, DNS 15053) whose
+// peer is the flow's source (one finding per netns; the flows are the evidence). Not judged:
+// connects to the netns's own address (Istio lets `-o lo` traffic pass) and ones established
+// within the settle time. Needs flows traced for every destination port of those netns plus the
+// server side of the capture ports (the tracer's mesh-bypass mode).
 std::vector<Finding> CheckMeshBypass(const std::vector<Flow>& flows,
                                      const FlowCheckContext& context,
                                      const FlowCheckConfig& config = {});

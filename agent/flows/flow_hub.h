@@ -36,6 +36,12 @@ struct FlowTracerStatus {
   uint64_t live_errors = 0;
   uint64_t live_updates = 0;
   uint64_t live_updates_skipped = 0;
+  // Mesh-bypass mode (the watched-netns map; serve's default, --no-flow-bypass turns it off).
+  bool bypass = false;
+  uint64_t bypass_netns = 0;              // netns watched now
+  uint64_t bypass_netns_not_watched = 0;  // wanted but left out of the last update: map full
+  uint64_t bypass_netns_overflow = 0;     // left out, summed over the updates (never fatal)
+  uint64_t bypass_flows = 0;              // flows traced because their netns is watched
 };
 
 class FlowHub {

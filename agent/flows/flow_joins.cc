@@ -57,7 +57,9 @@ std::vector<Finding> FlowFindings(const FlowTracerStatus& status, const FlowTabl
   if (!status.available) return {TracingUnavailableFinding(status.reason)};
   const std::vector<Flow> flows = FlowsInWindow(view, now_unix_ns, options.window);
   std::vector<Finding> findings = CheckHboneConnectFailures(flows, context, options.checks);
-  for (Finding& finding : CheckMeshBypass(flows, context, options.checks)) {
+  FlowCheckContext timed = context;
+  timed.now_unix_ns = now_unix_ns;
+  for (Finding& finding : CheckMeshBypass(flows, timed, options.checks)) {
     findings.push_back(std::move(finding));
   }
   return findings;

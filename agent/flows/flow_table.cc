@@ -1,6 +1,7 @@
 #include "flows/flow_table.h"
 
 #include <algorithm>
+#include <iterator>
 #include <tuple>
 #include <utility>
 
@@ -37,7 +38,7 @@ size_t CapUpdates(std::vector<FlowEvent>& updates, size_t cap, size_t& cursor) {
 FlowTable::FlowTable(FlowTableLimits limits) : limits_(limits) {}
 
 DestinationAggregate* FlowTable::Destination(const Flow& flow) {
-  if (flow.role != FlowRole::kClient) return nullptr;
+  if (flow.role != FlowRole::kClient || flow.bypass_watch) return nullptr;
   const auto key = std::make_pair(flow.tuple.dst, flow.tuple.dst_port);
   auto it = by_destination_.find(key);
   if (it != by_destination_.end()) return &it->second;
@@ -130,10 +131,14 @@ void FlowTable::Close(Flow flow) {
           std::max(destination->connect_latency_us_max, static_cast<uint64_t>(*latency));
     }
   }
-  closed_.push_back(std::move(flow));
-  while (closed_.size() > limits_.max_closed) {
-    closed_.pop_front();
+  const bool bypass = flow.bypass_watch;
+  std::deque<Flow>& ring = bypass ? closed_bypass_ : closed_;
+  const size_t limit = bypass ? limits_.max_closed_bypass : limits_.max_closed;
+  ring.push_back(std::move(flow));
+  while (ring.size() > limit) {
+    ring.pop_front();
     ++closed_dropped_;
+    if (bypass) ++closed_bypass_dropped_;
   }
 }
 
@@ -180,7 +185,11 @@ FlowTableView FlowTable::View() const {
   std::sort(view.open.begin(), view.open.end(), [](const Flow& a, const Flow& b) {
     return std::tie(a.started_unix_ns, a.flow_id) < std::tie(b.started_unix_ns, b.flow_id);
   });
-  view.closed.assign(closed_.begin(), closed_.end());
+  view.closed.reserve(closed_.size() + closed_bypass_.size());
+  // Each ring is in close order; merged by end time (stable: ties keep the traced ports' first).
+  std::merge(closed_.begin(), closed_.end(), closed_bypass_.begin(), closed_bypass_.end(),
+             std::back_inserter(view.closed),
+             [](const Flow& a, const Flow& b) { return a.ended_unix_ns < b.ended_unix_ns; });
   std::map<uint32_t, size_t> netns_index;
   for (const auto& [inode, aggregate] : by_netns_) {
     netns_index[inode] = view.by_netns.size();
@@ -196,11 +205,12 @@ FlowTableView FlowTable::View() const {
     if (auto it = netns_index.find(flow.netns_inode); it != netns_index.end()) {
       ++CountsFor(view.by_netns[it->second], flow).open;
     }
-    if (flow.role != FlowRole::kClient) continue;
+    if (flow.role != FlowRole::kClient || flow.bypass_watch) continue;
     auto it = destination_index.find(std::make_pair(flow.tuple.dst, flow.tuple.dst_port));
     if (it != destination_index.end()) ++view.by_destination[it->second].counts.open;
   }
   view.closed_dropped = closed_dropped_;
+  view.closed_bypass_dropped = closed_bypass_dropped_;
   view.open_dropped = open_dropped_;
   view.destinations_dropped = destinations_dropped_;
   view.decode_errors = decode_errors_;

@@ -21,6 +21,10 @@ struct FlowTableLimits {
   size_t max_open = 65536;         // the BPF state map's size: more cannot be open at once
   size_t max_closed = 4096;        // recently closed flows kept (oldest dropped first, counted)
   size_t max_destinations = 4096;  // per-destination aggregates (new ones dropped, counted)
+  // Closed flows traced only for the mesh-bypass check (Flow::bypass_watch) have a ring of their
+  // own, so a busy pod's application connects never push HBONE flows out of the window; they
+  // are not per-destination aggregates either (those stay the traced ports').
+  size_t max_closed_bypass = 4096;
 };
 
 // Counts by outcome of closed flows, plus the open ones.
@@ -65,10 +69,11 @@ struct LiveSocketStats {
 // What the table holds at one moment, as plain values.
 struct FlowTableView {
   std::vector<Flow> open;                            // by start time
-  std::vector<Flow> closed;                          // oldest first
+  std::vector<Flow> closed;                          // oldest first (both rings, by end time)
   std::vector<NetnsFlowAggregate> by_netns;          // by inode
   std::vector<DestinationAggregate> by_destination;  // by address, port
   uint64_t closed_dropped = 0;                       // closed flows pushed out of the ring
+  uint64_t closed_bypass_dropped = 0;                // of them, bypass-watch flows (their own ring)
   uint64_t open_dropped = 0;                         // open events refused: table full
   uint64_t destinations_dropped = 0;  // destination aggregates not created: table full
   uint64_t decode_errors = 0;         // events that could not be decoded (never applied)
@@ -97,7 +102,7 @@ class FlowTable {
   std::set<uint32_t> OpenNetns() const;
 
   size_t open_count() const { return open_.size(); }
-  size_t closed_count() const { return closed_.size(); }
+  size_t closed_count() const { return closed_.size() + closed_bypass_.size(); }
   FlowTableView View() const;
 
  private:
@@ -108,9 +113,11 @@ class FlowTable {
   FlowTableLimits limits_;
   std::unordered_map<uint64_t, Flow> open_;  // by flow id
   std::deque<Flow> closed_;
+  std::deque<Flow> closed_bypass_;  // Flow::bypass_watch ones
   std::map<uint32_t, NetnsFlowAggregate> by_netns_;
   std::map<std::pair<FlowAddress, uint16_t>, DestinationAggregate> by_destination_;
   uint64_t closed_dropped_ = 0;
+  uint64_t closed_bypass_dropped_ = 0;
   uint64_t open_dropped_ = 0;
   uint64_t destinations_dropped_ = 0;
   uint64_t decode_errors_ = 0;

@@ -118,6 +118,8 @@ struct MetricsExporter::Metrics {
   std::map<FlowRole, RoleSeries> hbone_by_role;
   prometheus::Counter* tracer_lost_events = nullptr;
   prometheus::Gauge* tracer_available = nullptr;
+  prometheus::Gauge* bypass_netns_watched = nullptr;      // mesh-bypass mode's netns map
+  prometheus::Gauge* bypass_netns_not_watched = nullptr;  // left out: the map is full
   std::map<std::string, prometheus::Gauge*> tracer_attach;
   Family<prometheus::Gauge>* pod_redirect_state = nullptr;  // per_pod_labels only
   std::vector<prometheus::Gauge*> pod_series;
@@ -337,6 +339,15 @@ MetricsExporter::MetricsExporter(MetricsOptions options, Clock clock)
                                 "(disabled, or TRACING_UNAVAILABLE says why).")
                             .Register(r)
                             .Add({});
+  auto& bypass_netns = BuildGauge()
+                           .Name("ambient_doctor_flow_tracer_bypass_netns")
+                           .Help(
+                               "Ambient pod netns whose every connect the flow tracer follows for "
+                               "MESH_BYPASS (watched), and those left out because its bounded "
+                               "map is full (not_watched).")
+                           .Register(r);
+  m.bypass_netns_watched = &bypass_netns.Add({{"state", "watched"}});
+  m.bypass_netns_not_watched = &bypass_netns.Add({{"state", "not_watched"}});
   auto& attach = BuildGauge()
                      .Name("ambient_doctor_flow_tracer_attach_info")
                      .Help("1 for the attach type the flow tracer uses, 0 for the others.")
@@ -509,6 +520,8 @@ void MetricsExporter::ConsumeFlows(const FlowTracerStatus& status,
   }
   m.flows_open->Set(static_cast<double>(open_flows));
   m.tracer_available->Set(status.available ? 1 : 0);
+  m.bypass_netns_watched->Set(static_cast<double>(status.bypass_netns));
+  m.bypass_netns_not_watched->Set(static_cast<double>(status.bypass_netns_not_watched));
   for (auto& [mode, gauge] : m.tracer_attach) gauge->Set(status.attach_mode == mode ? 1 : 0);
   if (status.lost_events > lost_events_seen_) {
     m.tracer_lost_events->Increment(static_cast<double>(status.lost_events - lost_events_seen_));

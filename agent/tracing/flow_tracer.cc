@@ -12,6 +12,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <mutex>
+#include <set>
 #include <sstream>
 
 #ifdef AD_HAVE_BPF
@@ -206,6 +208,16 @@ Result<SkeletonPtr> LoadFlavour(const TracerOptions& options, AttachMode mode) {
   const uint32_t ring_size = RingSize(options.ring_bytes);
   skeleton->rodata->wakeup_bytes = options.batch_wakeups ? ring_size / 4 : 0;
   skeleton->rodata->trace_all_connects = options.trace_all_connects;
+  skeleton->rodata->watch_netns = options.watch_bypass_netns;
+  for (size_t i = 0; i < HBONE_MAX_CAPTURE_PORTS; ++i) {
+    skeleton->rodata->capture_ports[i] =
+        i < options.capture_ports.size() ? options.capture_ports[i] : 0;
+  }
+  // The map exists in every mode (the skeleton has it); one entry when nothing will write it.
+  const uint32_t watched_entries = options.watch_bypass_netns ? options.max_bypass_netns : 1;
+  if (int err = bpf_map__set_max_entries(skeleton->maps.watched_netns, watched_entries); err != 0) {
+    return TracingError(Failure("watched netns map size", -err, last_warning), -err);
+  }
   if (int err = bpf_map__set_max_entries(skeleton->maps.flow_events, ring_size); err != 0) {
     return TracingError(Failure("ring buffer size", -err, last_warning), -err);
   }
@@ -231,11 +243,14 @@ Result<SkeletonPtr> LoadFlavour(const TracerOptions& options, AttachMode mode) {
 
 class BpfFlowTracer final : public FlowTracer {
  public:
-  BpfFlowTracer(SkeletonPtr skeleton, AttachMode mode, TracerProbe probe)
+  BpfFlowTracer(SkeletonPtr skeleton, AttachMode mode, TracerProbe probe,
+                const TracerOptions& options)
       : skeleton_(std::move(skeleton)),
         mode_(mode),
         probe_(std::move(probe)),
-        offset_ns_(MonotonicToUnixOffsetNs()) {}
+        offset_ns_(MonotonicToUnixOffsetNs()),
+        watch_bypass_netns_(options.watch_bypass_netns),
+        max_bypass_netns_(options.max_bypass_netns) {}
 
   Result<bool> OpenRing() {
     ring_.reset(
@@ -281,7 +296,55 @@ class BpfFlowTracer final : public FlowTracer {
     counters.state_full = sum(HBONE_COUNTER_STATE_FULL);
     counters.late_flows = sum(HBONE_COUNTER_LATE_FLOWS);
     counters.decode_errors = decode_errors_;
+    counters.watched_flows = sum(HBONE_COUNTER_WATCHED_FLOWS);
     return counters;
+  }
+
+  Result<BypassNetnsState> SetBypassNetns(const std::vector<uint32_t>& inodes) override {
+    if (!watch_bypass_netns_) {
+      return TracingError("the tracer was started without mesh-bypass mode", EINVAL);
+    }
+    const std::set<uint32_t> wanted(inodes.begin(), inodes.end());
+    std::lock_guard lock(bypass_mutex_);
+    if (wanted == wanted_) return bypass_;  // unchanged: no map write
+    wanted_ = wanted;
+    const int fd = bpf_map__fd(skeleton_->maps.watched_netns);
+    for (auto it = watched_.begin(); it != watched_.end();) {
+      if (wanted.contains(*it)) {
+        ++it;
+        continue;
+      }
+      const uint32_t key = *it;
+      if (bpf_map_delete_elem(fd, &key) != 0 && errno != ENOENT) ++bypass_.update_errors;
+      it = watched_.erase(it);
+    }
+    size_t left_out = 0;
+    const uint8_t present = 1;
+    for (uint32_t inode : wanted) {
+      if (watched_.contains(inode)) continue;
+      if (watched_.size() >= max_bypass_netns_) {
+        ++left_out;
+        continue;
+      }
+      if (bpf_map_update_elem(fd, &inode, &present, BPF_ANY) != 0) {
+        if (errno == E2BIG || errno == ENOMEM) {
+          ++left_out;
+        } else {
+          ++bypass_.update_errors;
+        }
+        continue;
+      }
+      watched_.insert(inode);
+    }
+    bypass_.watched = watched_.size();
+    bypass_.not_watched = left_out;
+    bypass_.overflow_total += left_out;
+    return bypass_;
+  }
+
+  BypassNetnsState BypassNetns() const override {
+    std::lock_guard lock(bypass_mutex_);
+    return bypass_;
   }
 
  private:
@@ -307,12 +370,25 @@ class BpfFlowTracer final : public FlowTracer {
   const std::function<void(const FlowEvent&)>* sink_ = nullptr;
   size_t polled_ = 0;
   uint64_t decode_errors_ = 0;
+  bool watch_bypass_netns_ = false;
+  uint32_t max_bypass_netns_ = 0;
+  mutable std::mutex bypass_mutex_;  // SetBypassNetns and BypassNetns come from any thread
+  std::set<uint32_t> wanted_;        // the last SetBypassNetns argument
+  std::set<uint32_t> watched_;       // what the map holds
+  BypassNetnsState bypass_;
 };
 
 }  // namespace
 
 Result<std::unique_ptr<FlowTracer>> StartFlowTracer(const TracerOptions& options) {
   TracerProbe probe = ProbeTracing(options);
+  if (options.capture_ports.size() > HBONE_MAX_CAPTURE_PORTS ||
+      (options.watch_bypass_netns && options.max_bypass_netns == 0)) {
+    return TracingError("mesh-bypass mode takes at most " +
+                            std::to_string(HBONE_MAX_CAPTURE_PORTS) +
+                            " capture ports and a watched-netns map of at least one entry",
+                        EINVAL);
+  }
   if (options.ports.empty() || options.ports.size() > HBONE_MAX_PORTS) {
     return TracingError("between 1 and " + std::to_string(HBONE_MAX_PORTS) +
                             " traced ports are supported, got " +
@@ -353,7 +429,7 @@ Result<std::unique_ptr<FlowTracer>> StartFlowTracer(const TracerOptions& options
       continue;
     }
     probe.attempts.push_back(name + ": ok");
-    auto tracer = std::make_unique<BpfFlowTracer>(std::move(loaded).value(), mode, probe);
+    auto tracer = std::make_unique<BpfFlowTracer>(std::move(loaded).value(), mode, probe, options);
     if (Result<bool> ring = tracer->OpenRing(); !ring.ok()) return ring.error();
     return std::unique_ptr<FlowTracer>(std::move(tracer));
   }

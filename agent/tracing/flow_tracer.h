@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -42,6 +44,12 @@ struct TracerOptions {
   // Trace every outgoing connection (any destination port) besides the traced ports: the
   // application side that MESH_BYPASS needs. An event pair per connect on the whole node.
   bool trace_all_connects = false;
+  // Mesh-bypass mode: trace every connect, and ztunnel's accepts on `capture_ports`, in the netns
+  // given to FlowTracer::SetBypassNetns (the node's ambient pods) only; other netns pay one map
+  // lookup per connect. Off: SetBypassNetns has nothing to feed.
+  bool watch_bypass_netns = false;
+  std::vector<uint16_t> capture_ports = {15001, 15053};  // at most 2: outbound capture, DNS proxy
+  uint32_t max_bypass_netns = 4096;                      // the watched-netns map's size
 };
 
 struct TracerCounters {
@@ -50,6 +58,15 @@ struct TracerCounters {
   uint64_t state_full = 0;   // flows not tracked (state map refused them)
   uint64_t late_flows = 0;   // flows first seen at close
   uint64_t decode_errors = 0;
+  uint64_t watched_flows = 0;  // flows tracked because their netns is watched (bypass mode)
+};
+
+// The watched-netns map after SetBypassNetns: what it holds, and what did not fit.
+struct BypassNetnsState {
+  size_t watched = 0;           // netns in the map now
+  size_t not_watched = 0;       // asked for but left out of the last update: the map was full
+  uint64_t overflow_total = 0;  // netns left out, summed over every update that changed the set
+  uint64_t update_errors = 0;   // map writes that failed (other than full)
 };
 
 // Why tracing is not available, or how it was set up.
@@ -71,6 +88,13 @@ class FlowTracer {
   virtual Result<size_t> Poll(std::chrono::milliseconds timeout,
                               const std::function<void(const FlowEvent&)>& sink) = 0;
   virtual TracerCounters Counters() const = 0;
+  // Makes the watched-netns map (mesh-bypass mode) hold `inodes`: entries no longer wanted are
+  // deleted, new ones added while there is room (the ones already watched stay first; what does
+  // not fit is counted, never an error). Cheap when nothing changed (no syscall). An error only
+  // when bypass mode is off (TracerOptions::watch_bypass_netns). Both may be called from any
+  // thread, also while another one polls.
+  virtual Result<BypassNetnsState> SetBypassNetns(const std::vector<uint32_t>& inodes) = 0;
+  virtual BypassNetnsState BypassNetns() const = 0;
 };
 
 // Probes, then loads and attaches. The error (SourceKind::kTracing) is the reason tracing is

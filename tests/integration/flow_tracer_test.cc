@@ -476,6 +476,150 @@ TEST_F(FlowTracerTest, AllConnectsTracesClientsOfAnyPortButNotTheirServers) {
   EXPECT_TRUE(ClosedFlows(events, FlowRole::kServer).empty()) << "15009 is not a traced port";
 }
 
+// A connect/accept on 127.0.0.1 in this process's own netns (the machine's, never watched);
+// returns the client's port.
+uint16_t HostLoopbackExchange() {
+  UniqueFd listener(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in address = Address("127.0.0.1", 0);
+  if (::bind(listener.get(), reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
+      ::listen(listener.get(), 4) != 0) {
+    return 0;
+  }
+  socklen_t length = sizeof(address);
+  ::getsockname(listener.get(), reinterpret_cast<sockaddr*>(&address), &length);
+  UniqueFd client(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (::connect(client.get(), reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
+    return 0;
+  }
+  UniqueFd conn(::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
+  return LocalPort(client.get());
+}
+
+TEST_F(FlowTracerTest, BypassModeTracesEveryConnectOfAWatchedNetnsOnly) {
+  TracerOptions options;
+  options.watch_bypass_netns = true;
+  auto tracer = Start(options);
+  ASSERT_NE(tracer, nullptr);
+  // Nothing watched yet: connects to an untraced port give no event, in a lab netns or the host.
+  uint16_t unwatched_port = 0;
+  EstablishedExchange(kOtherPort, &unwatched_port);
+  const uint16_t host_port = HostLoopbackExchange();
+  ASSERT_NE(host_port, 0);
+  Result<BypassNetnsState> state = tracer->SetBypassNetns({lab_->client_inode()});
+  ASSERT_TRUE(state.ok()) << state.error().message;
+  EXPECT_EQ(state->watched, 1u);
+  EXPECT_EQ(state->not_watched, 0u);
+  // Watched: the client netns's connect to any port is traced; the server's accept on 15009 is
+  // not (not a capture port, and its netns is not watched).
+  uint16_t watched_port = 0;
+  EstablishedExchange(kOtherPort, &watched_port);
+  // Then a traced-port connection: once its events are in, the others would have been too.
+  uint16_t hbone_port = 0;
+  EstablishedExchange(kHbonePort, &hbone_port);
+  std::vector<FlowEvent> all;
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(15);
+  size_t closes = 0;
+  while (closes < 3 && std::chrono::steady_clock::now() < give_up) {
+    ASSERT_TRUE(tracer
+                    ->Poll(std::chrono::milliseconds(100),
+                           [&](const FlowEvent& e) {
+                             all.push_back(e);
+                             if (Ours(e.flow) && e.kind == FlowEventKind::kClose) ++closes;
+                           })
+                    .ok());
+  }
+  ASSERT_EQ(closes, 3u) << "watched client + HBONE client and server";
+  size_t watched_clients = 0;
+  for (const FlowEvent& e : all) {
+    const Flow& flow = e.flow;
+    EXPECT_NE(flow.tuple.src_port, unwatched_port) << "connect before the netns was watched";
+    EXPECT_FALSE(flow.tuple.src_port == host_port || flow.tuple.dst_port == host_port)
+        << "the host netns is not watched";
+    if (flow.tuple.dst_port == kOtherPort || flow.tuple.src_port == kOtherPort) {
+      EXPECT_EQ(flow.role, FlowRole::kClient) << "no accept on 15009 is traced";
+      EXPECT_EQ(flow.netns_inode, lab_->client_inode());
+      EXPECT_EQ(flow.tuple.src_port, watched_port);
+      EXPECT_TRUE(flow.bypass_watch);
+      if (e.kind == FlowEventKind::kClose) {
+        ++watched_clients;
+        EXPECT_EQ(flow.outcome, FlowOutcome::kClosed);
+        EXPECT_EQ(flow.bytes_sent, 5000u);
+      }
+    }
+    if (flow.tuple.dst_port == kHbonePort || flow.tuple.src_port == kHbonePort) {
+      EXPECT_FALSE(flow.bypass_watch) << "traced for its port";
+    }
+  }
+  EXPECT_EQ(watched_clients, 1u);
+  EXPECT_EQ(tracer->Counters().watched_flows, 1u) << "the one watched connect, nothing else";
+}
+
+TEST_F(FlowTracerTest, BypassModeTracesCaptureAcceptsInAWatchedNetns) {
+  TracerOptions options;
+  options.watch_bypass_netns = true;
+  auto tracer = Start(options);
+  ASSERT_NE(tracer, nullptr);
+  // The server netns plays an ambient pod whose ztunnel listens on 15001; the client netns is
+  // not watched and 15001 is not a traced port, so only the accept is traced.
+  ASSERT_TRUE(tracer->SetBypassNetns({lab_->server_inode()}).ok());
+  uint16_t client_port = 0;
+  EstablishedExchange(15001, &client_port);
+  std::vector<FlowEvent> events = PollUntil(*tracer, Closes(1));
+  std::vector<Flow> servers = ClosedFlows(events, FlowRole::kServer);
+  ASSERT_EQ(servers.size(), 1u);
+  EXPECT_EQ(servers[0].tuple.src_port, 15001);
+  EXPECT_EQ(servers[0].tuple.dst_port, client_port) << "the peer: the connect it pairs with";
+  EXPECT_EQ(servers[0].netns_inode, lab_->server_inode());
+  EXPECT_TRUE(servers[0].bypass_watch);
+  EXPECT_TRUE(ClosedFlows(events, FlowRole::kClient).empty()) << "the client netns is not watched";
+}
+
+TEST_F(FlowTracerTest, BypassNetnsMapOverflowIsCountedNeverFatal) {
+  TracerOptions options;
+  options.watch_bypass_netns = true;
+  options.max_bypass_netns = 2;
+  auto tracer = Start(options);
+  ASSERT_NE(tracer, nullptr);
+  // Three netns for two entries: the highest inode (the lab's, made last) is left out.
+  Result<BypassNetnsState> state = tracer->SetBypassNetns({1, 2, lab_->client_inode()});
+  ASSERT_TRUE(state.ok()) << state.error().message;
+  EXPECT_EQ(state->watched, 2u);
+  EXPECT_EQ(state->not_watched, 1u);
+  EXPECT_EQ(state->overflow_total, 1u);
+  EXPECT_EQ(tracer->BypassNetns().not_watched, 1u);
+  uint16_t left_out_port = 0;
+  EstablishedExchange(kOtherPort, &left_out_port);
+  uint16_t hbone_port = 0;
+  EstablishedExchange(kHbonePort, &hbone_port);
+  (void)PollUntil(*tracer, Closes(2));
+  EXPECT_EQ(tracer->Counters().watched_flows, 0u) << "left out of the map: not traced";
+  // The same set again changes nothing; a smaller one fits and is watched.
+  state = tracer->SetBypassNetns({lab_->client_inode(), 2, 1});
+  ASSERT_TRUE(state.ok());
+  EXPECT_EQ(state->overflow_total, 1u);
+  state = tracer->SetBypassNetns({lab_->client_inode()});
+  ASSERT_TRUE(state.ok());
+  EXPECT_EQ(state->watched, 1u);
+  EXPECT_EQ(state->not_watched, 0u);
+  EXPECT_EQ(state->overflow_total, 1u) << "a total: what was left out stays counted";
+  uint16_t watched_port = 0;
+  EstablishedExchange(kOtherPort, &watched_port);
+  events_.clear();
+  std::vector<FlowEvent> events = PollUntil(*tracer, Closes(1));
+  std::vector<Flow> clients = ClosedFlows(events, FlowRole::kClient);
+  ASSERT_EQ(clients.size(), 1u);
+  EXPECT_EQ(clients[0].tuple.src_port, watched_port);
+  EXPECT_EQ(tracer->Counters().watched_flows, 1u);
+}
+
+TEST_F(FlowTracerTest, BypassNetnsNeedBypassMode) {
+  auto tracer = Start();
+  ASSERT_NE(tracer, nullptr);
+  Result<BypassNetnsState> state = tracer->SetBypassNetns({lab_->client_inode()});
+  ASSERT_FALSE(state.ok());
+  EXPECT_NE(state.error().message.find("without mesh-bypass mode"), std::string::npos);
+}
+
 TEST_F(FlowTracerTest, Ipv6LoopbackConnectionInsideANetns) {
   auto tracer = Start();
   ASSERT_NE(tracer, nullptr);

@@ -1,6 +1,7 @@
 // `ambient-doctor serve` with the eBPF flow tracer on the lab (real kernel, real BPF): an HBONE
 // connection between two lab pods shows in StreamFlows with the pod's name, a burst of refused
 // :15008 connects raises HBONE_CONNECT_FAILURES (same-node) in GetReport and the flow metrics,
+// MESH_BYPASS works with the defaults (the ambient pods' netns are watched, others not traced),
 // and a daemon that cannot trace reports TRACING_UNAVAILABLE and keeps serving.
 #include <arpa/inet.h>
 #include <grpcpp/grpcpp.h>
@@ -255,18 +256,22 @@ TEST_F(ServeFlows, HboneConnectionIsStreamedWithPodNamesAndRefusedBurstIsAFindin
       << ReadAll(log_);
 }
 
-TEST_F(ServeFlows, AppConnectionOfAPodWithoutItsRedirectRuleIsMeshBypass) {
+// serve's defaults (mesh-bypass mode): the netns the scan finds ambient are watched, so a pod
+// whose outbound REDIRECT rule was removed gives MESH_BYPASS for a plain connect, a pod with its
+// rules intact (ztunnel-sim accepts on 15001) does not, and a non-ambient pod's connect is not
+// traced at all.
+TEST_F(ServeFlows, AppConnectionOfAPodWithoutItsRedirectRuleIsMeshBypassByDefault) {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root (BPF, network namespaces)";
   if (!HasBtf()) GTEST_SKIP() << "kernel has no BTF at /sys/kernel/btf/vmlinux";
   lab::LabOptions options;
   options.prefix = "adtrb" + std::to_string(::getpid() % 100000);
   options.pods = 3;
+  options.plain_pods = 1;
   options.zds = true;
   options.faults = {{lab::FaultKind::kDeleteRule, 0}};
   lab::ScopedLab lab(options);
   ASSERT_TRUE(lab.ok()) << lab.error().message;
-  // The application side (every connect) and ztunnel's outbound capture port.
-  StartServe(options, {"--flow-all-connects", "--flow-port", "15008", "--flow-port", "15001"});
+  StartServe(options, {});  // no flow flags: the defaults
   ASSERT_NE(ReadAll(log_).find("flow tracer attached"), std::string::npos) << ReadAll(log_);
   auto inode_of = [](const std::string& path) {
     struct stat st {};
@@ -275,16 +280,56 @@ TEST_F(ServeFlows, AppConnectionOfAPodWithoutItsRedirectRuleIsMeshBypass) {
   const lab::LabPod& escaping = lab.node().pods.at(0);
   const lab::LabPod& redirected = lab.node().pods.at(1);
   const lab::LabPod& target = lab.node().pods.at(2);
+  const lab::LabPod& plain = lab.node().pods.at(3);
+  ASSERT_FALSE(plain.meshed);
   const uint32_t escaping_inode = inode_of(escaping.netns_path);
   const uint32_t redirected_inode = inode_of(redirected.netns_path);
-  (void)Report();  // the first scan is there: the flows below are judged with its pods
+  const uint32_t plain_inode = inode_of(plain.netns_path);
+  // The scan's ambient netns reach the tracer's map (status is republished at least every 5 s).
+  pb::Status status;
+  for (int i = 0; i < 300; ++i) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + seconds(10));
+    status.Clear();
+    if (stub_->GetStatus(&context, {}, &status).ok() && status.flow_tracer_bypass_netns() >= 3) {
+      break;
+    }
+    std::this_thread::sleep_for(milliseconds(100));
+  }
+  EXPECT_TRUE(status.flow_tracer_bypass());
+  ASSERT_GE(status.flow_tracer_bypass_netns(), 3u) << status.DebugString();
+  EXPECT_EQ(status.flow_tracer_bypass_netns_not_watched(), 0u);
+  EXPECT_EQ(status.flow_tracer_bypass_netns_overflow(), 0u);
+
+  grpc::ClientContext stream_context;
+  stream_context.set_deadline(std::chrono::system_clock::now() + seconds(30));
+  auto reader = stub_->StreamFlows(&stream_context, pb::StreamFlowsRequest{});
+  pb::Flow flow;
+  do {
+    ASSERT_TRUE(reader->Read(&flow)) << reader->Finish().error_message();
+  } while (!flow.end_of_current());
   // Plain application connects (no mark) to another pod's port 80: inbound capture answers them.
+  // The non-ambient pod's first: by the time the others' events are in, its would be too.
   std::vector<UniqueFd> sockets;
-  for (const lab::LabPod* pod : {&escaping, &redirected}) {
+  for (const lab::LabPod* pod : {&plain, &escaping, &redirected}) {
     auto [socket, err] = ConnectFrom(pod->netns_path, target.ipv4, 80, /*mark=*/0);
     EXPECT_EQ(err, 0) << pod->netns_name << ": " << std::strerror(err);
     sockets.push_back(std::move(socket));
   }
+  bool escaping_seen = false;
+  bool redirected_seen = false;
+  while (!(escaping_seen && redirected_seen) && reader->Read(&flow)) {
+    EXPECT_NE(flow.netns_inode(), plain_inode) << "a non-ambient netns is not traced";
+    if (flow.event() != "open" || flow.role() != "client" || flow.tuple().dst_port() != 80) {
+      continue;
+    }
+    escaping_seen = escaping_seen || flow.netns_inode() == escaping_inode;
+    redirected_seen = redirected_seen || flow.netns_inode() == redirected_inode;
+  }
+  EXPECT_TRUE(escaping_seen && redirected_seen) << reader->Finish().error_message();
+  stream_context.TryCancel();
+  reader->Finish();
+
   bool found = false;
   bool redirected_flagged = false;
   for (int i = 0; i < 200 && !found; ++i) {
@@ -293,6 +338,7 @@ TEST_F(ServeFlows, AppConnectionOfAPodWithoutItsRedirectRuleIsMeshBypass) {
       if (f.code() != "MESH_BYPASS") continue;
       if (f.netns().inode() == escaping_inode) found = true;
       if (f.netns().inode() == redirected_inode) redirected_flagged = true;
+      EXPECT_NE(f.netns().inode(), plain_inode);
     }
     if (!found) std::this_thread::sleep_for(milliseconds(100));
   }
@@ -312,6 +358,56 @@ TEST_F(ServeFlows, AppConnectionOfAPodWithoutItsRedirectRuleIsMeshBypass) {
                   << ReadAll(flows_out);
   }
   EXPECT_FALSE(redirected_flagged) << "its connect went through ztunnel's :15001";
+  StopServe();
+  EXPECT_NE(ReadAll(log_).find("finding opened MESH_BYPASS"), std::string::npos) << ReadAll(log_);
+}
+
+// --no-flow-bypass: the tracer runs, but no application connect is traced (the map is not fed).
+TEST_F(ServeFlows, NoFlowBypassTracesNoApplicationConnect) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root (BPF, network namespaces)";
+  if (!HasBtf()) GTEST_SKIP() << "kernel has no BTF at /sys/kernel/btf/vmlinux";
+  lab::LabOptions options;
+  options.prefix = "adtro" + std::to_string(::getpid() % 100000);
+  options.pods = 2;
+  options.zds = true;
+  options.faults = {{lab::FaultKind::kDeleteRule, 0}};
+  lab::ScopedLab lab(options);
+  ASSERT_TRUE(lab.ok()) << lab.error().message;
+  StartServe(options, {"--no-flow-bypass"});
+  ASSERT_NE(ReadAll(log_).find("flow tracer attached"), std::string::npos) << ReadAll(log_);
+  (void)Report();
+  const lab::LabPod& escaping = lab.node().pods.at(0);
+  const lab::LabPod& target = lab.node().pods.at(1);
+  auto [app, app_err] = ConnectFrom(escaping.netns_path, target.ipv4, 80, /*mark=*/0);
+  EXPECT_EQ(app_err, 0) << std::strerror(app_err);
+  // A traced HBONE connect after it: once the daemon shows it, the app connect would be there.
+  auto [hbone, hbone_err] = ConnectFrom(escaping.netns_path, target.ipv4, 15008);
+  EXPECT_EQ(hbone_err, 0) << std::strerror(hbone_err);
+  pb::Status status;
+  for (int i = 0; i < 300; ++i) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + seconds(10));
+    status.Clear();
+    if (stub_->GetStatus(&context, {}, &status).ok() && status.flow_tracer_available()) break;
+    std::this_thread::sleep_for(milliseconds(100));
+  }
+  EXPECT_FALSE(status.flow_tracer_bypass());
+  EXPECT_EQ(status.flow_tracer_bypass_netns(), 0u);
+  EXPECT_EQ(status.flow_tracer_bypass_flows(), 0u);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + seconds(30));
+  auto reader = stub_->StreamFlows(&context, pb::StreamFlowsRequest{});
+  pb::Flow flow;
+  bool hbone_seen = false;
+  while (!hbone_seen && reader->Read(&flow)) {  // the open flows, then the events
+    EXPECT_NE(flow.tuple().dst_port(), 80u) << "application connects are not traced";
+    hbone_seen = flow.tuple().dst_port() == 15008 && flow.role() == "client";
+  }
+  EXPECT_TRUE(hbone_seen) << reader->Finish().error_message();
+  context.TryCancel();
+  reader->Finish();
+  const pb::Report report = Report();
+  for (const pb::Finding& f : report.findings()) EXPECT_NE(f.code(), "MESH_BYPASS");
   StopServe();
 }
 

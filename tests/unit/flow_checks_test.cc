@@ -134,6 +134,34 @@ TEST(MeshBypass, RedirectedMarkedLoopbackFailedOrNonAmbientFlowsAreFine) {
   EXPECT_EQ(CheckMeshBypass({app, other}, Context()).size(), 1u);
 }
 
+TEST(MeshBypass, DnsCaptureOwnAddressAndMaskedMarkAreNotBypasses) {
+  // TCP :53 with DNS capture goes to ztunnel's DNS proxy, not to 15001.
+  Flow dns = Client(200, FlowOutcome::kClosed, 53, 41010);
+  Flow proxy = ZtunnelAccept(dns);
+  proxy.tuple.src_port = 15053;
+  EXPECT_TRUE(CheckMeshBypass({dns, proxy}, Context()).empty());
+  // A connect to the pod's own IP is routed over lo, which Istio lets pass.
+  Flow own = Client(200, FlowOutcome::kClosed, 8080, 41011);
+  own.tuple.dst = own.tuple.src;
+  EXPECT_TRUE(CheckMeshBypass({own}, Context()).empty());
+  // The rules match ztunnel's mark under 0xfff.
+  Flow marked = Client(200, FlowOutcome::kClosed, 80, 41012);
+  marked.mark = 0x10539;
+  EXPECT_TRUE(CheckMeshBypass({marked}, Context()).empty());
+  Flow other_mark = marked;
+  other_mark.mark = 0x538;
+  EXPECT_EQ(CheckMeshBypass({other_mark}, Context()).size(), 1u);
+}
+
+TEST(MeshBypass, AConnectionEstablishedWithinTheSettleTimeIsJudgedLater) {
+  Flow app = Client(200, FlowOutcome::kOpen, 80, 41020);  // established at 1 s
+  FlowCheckContext context = Context();
+  context.now_unix_ns = app.established_unix_ns + 500'000'000;
+  EXPECT_TRUE(CheckMeshBypass({app}, context).empty()) << "ztunnel's accept may still come";
+  context.now_unix_ns = app.established_unix_ns + 1'000'000'000;
+  EXPECT_EQ(CheckMeshBypass({app}, context).size(), 1u);
+}
+
 TEST(MeshBypass, EvidenceIsBounded) {
   std::vector<Flow> flows;
   for (uint16_t port = 0; port < 8; ++port) {

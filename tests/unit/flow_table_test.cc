@@ -227,6 +227,34 @@ TEST(FlowTable, BoundsAreVisible) {
   EXPECT_GT(view.destinations_dropped, 0u);
 }
 
+TEST(FlowTable, BypassWatchFlowsHaveTheirOwnRingAndNoDestinationAggregate) {
+  FlowTable table(FlowTableLimits{.max_closed = 2, .max_closed_bypass = 3});
+  // HBONE flows close first, then a burst of application connects of a watched netns.
+  for (uint64_t id = 1; id <= 2; ++id) {
+    Flow hbone = MakeFlow(id, FlowOutcome::kRefused);
+    hbone.ended_unix_ns = static_cast<int64_t>(id) * 10;
+    table.Apply({FlowEventKind::kClose, hbone});
+  }
+  for (uint64_t id = 10; id <= 19; ++id) {
+    Flow app = MakeFlow(id, FlowOutcome::kClosed, 200);
+    app.tuple.dst_port = 443;
+    app.bypass_watch = true;
+    app.ended_unix_ns = static_cast<int64_t>(id) * 10;
+    table.Apply({FlowEventKind::kClose, app});
+  }
+  FlowTableView view = table.View();
+  ASSERT_EQ(view.closed.size(), 5u) << "2 HBONE + the last 3 application flows";
+  EXPECT_EQ(view.closed[0].flow_id, 1u) << "HBONE flows are not pushed out by the burst";
+  EXPECT_EQ(view.closed[1].flow_id, 2u);
+  EXPECT_EQ(view.closed[2].flow_id, 17u) << "merged by end time";
+  EXPECT_EQ(view.closed.back().flow_id, 19u);
+  EXPECT_EQ(view.closed_dropped, 7u);
+  EXPECT_EQ(view.closed_bypass_dropped, 7u);
+  ASSERT_EQ(view.by_destination.size(), 1u) << "only the traced port's destination";
+  EXPECT_EQ(view.by_destination[0].port, 15008);
+  EXPECT_EQ(view.by_netns[0].client.opened, 12u) << "per-netns counts include both";
+}
+
 TEST(FlowTable, LiveRefreshMatchesByCookieOrTuple) {
   FlowTable table;
   Flow by_cookie = MakeFlow(1, FlowOutcome::kOpen);
