@@ -138,7 +138,7 @@ class NftCreatorVersionTest : public ::testing::Test {
     ASSERT_EQ(pod_.ExecWithInput("nft -f -", script), 0) << script;
   }
 
-  NodeSnapshot Scan() {
+  NodeSnapshot Scan(const ScanReuse* reuse = nullptr) {
     ScanOptions options;
     options.discovery.proc_root.clear();
     options.discovery.netns_dirs = {"/run/netns"};
@@ -147,7 +147,7 @@ class NftCreatorVersionTest : public ::testing::Test {
     options.workers = 1;
     options.node_sources = {source_};
     std::unique_ptr<NetnsInspector> inspector = MakeKernelInspector(ReadLimits{});
-    return ScanNode(options, *inspector);
+    return ScanNode(options, *inspector, reuse);
   }
 
   static const Table* PodNatTable(const NodeSnapshot& snapshot) {
@@ -205,6 +205,20 @@ TEST_F(NftCreatorVersionTest, TableOfANewerNftIsReadAndReported) {
 
   // The node's nft lists such a table without complaint: it skips entries it does not know.
   EXPECT_EQ(pod_.Exec("nft list table inet istio-ambient-nat"), 0);
+}
+
+// The daemon's event steps re-read changed netns without polling node sources: the finding must
+// not resolve there and reopen at the next poll.
+TEST_F(NftCreatorVersionTest, StepsWithoutNodeSourcesKeepTheNodesNftState) {
+  LoadPod(CreatorUserdata({1, 1, 1, 0}));
+  NodeSnapshot first = Scan();
+  ASSERT_TRUE(first.nft_userspace.collected);
+  const NftUserspaceState before = first.nft_userspace;
+  const size_t found_before = NftFindings(first).size();
+  const ScanReuse reuse{.previous = &first, .node_sources = false};
+  const NodeSnapshot event_step = Scan(&reuse);
+  EXPECT_EQ(event_step.nft_userspace, before);
+  EXPECT_EQ(NftFindings(event_step).size(), found_before);
 }
 
 TEST_F(NftCreatorVersionTest, TableWithoutTheEntryNeedsNoVersion) {
