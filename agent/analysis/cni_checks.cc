@@ -260,15 +260,15 @@ void CheckNftCreatorVersions(const NodeSnapshot& snapshot, std::vector<Finding>&
     }
   }
   const std::string node_nft = "node nft " + nft.version + " (" + nft.version_source + ")";
-  auto lines = [&](const std::map<std::string, Group>& groups) {
+  auto lines = [&](const std::map<std::string, Group>& groups, bool with_node_version) {
     std::vector<std::string> evidence;
     for (const auto& [what, group] : groups) {
       if (evidence.size() == kMaxTableGroupsInEvidence) {
         evidence.push_back("... " + std::to_string(groups.size() - kMaxTableGroupsInEvidence) +
-                           " more (table, creator) pairs");
+                           " more");
         break;
       }
-      evidence.push_back(what + ", " + node_nft + ": " +
+      evidence.push_back(what + (with_node_version ? ", " + node_nft : std::string()) + ": " +
                          (group.netns == 1
                               ? group.example
                               : std::to_string(group.netns) + " netns, e.g. " + group.example));
@@ -277,7 +277,7 @@ void CheckNftCreatorVersions(const NodeSnapshot& snapshot, std::vector<Finding>&
   };
   const NetnsSnapshot* host = snapshot.Host();
   if (!newer.empty()) {
-    std::vector<std::string> evidence = lines(newer);
+    std::vector<std::string> evidence = lines(newer, true);
     evidence.push_back(
         "an nft older than the table's creator may not know every expression the rules use; "
         "newer nft prints \"was created by a newer version of nftables? Content may be "
@@ -292,7 +292,7 @@ void CheckNftCreatorVersions(const NodeSnapshot& snapshot, std::vector<Finding>&
         "nftables package; the rules in the kernel are not affected."));
   }
   if (!undecoded.empty()) {
-    std::vector<std::string> evidence = lines(undecoded);
+    std::vector<std::string> evidence = lines(undecoded, false);
     evidence.push_back(
         "nft releases that record their version in table userdata reject such userdata "
         "(\"Cannot parse userdata\") and leave the table out of `nft list ruleset`");

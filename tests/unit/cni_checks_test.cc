@@ -345,12 +345,18 @@ TEST(NftUserspaceChecks, SameOrOlderCreatorOrUnknownVersionIsSilent) {
 
 TEST(NftUserspaceChecks, MalformedTableUserdataIsNamedNotGuessed) {
   NodeSnapshot node = CreatorNode("", 1);
-  node.netns[1].netfilter.tables[0].userdata.error =
-      "userdata creator version has 3 bytes, expected 4";
+  for (Table& table : node.netns[1].netfilter.tables) {
+    if (table.name == "istio-ambient-nat") {
+      table.userdata.error = "userdata creator version has 3 bytes, expected 4";
+    }
+  }
   const auto found = Nft(Analyze(node));
   ASSERT_EQ(found.size(), 1u);
   EXPECT_EQ(found.front().subject, "userdata");
-  EXPECT_TRUE(Mentions(found.front(), "has 3 bytes, expected 4"));
+  EXPECT_TRUE(Mentions(found.front(),
+                       "table inet istio-ambient-nat: userdata creator version has 3 bytes, "
+                       "expected 4: /run/netns/cni-0"))
+      << Dump(Analyze(node));
 }
 
 }  // namespace
