@@ -4,11 +4,21 @@
 //
 //   oneshot_bench [--pods 250] [--runs 15] [--sample 20] [--prefix adshot] [--compare BINARY]
 //                 [--compare-args "FLAG ..."]
+//   oneshot_bench --issue10-runs N [--pods 250] [--prefix adshot] [--fault KIND[:POD]]...
 //
 // --compare times another ambient-doctor build (e.g. an older commit) the same way, interleaved
 // with this one, so a before/after pair shares the machine's load. --compare-args adds report
 // flags to the compared runs (space-separated), e.g. the same binary with a check turned off:
 //   --compare build/agent/ambient-doctor --compare-args "--cni-conf-dir off --no-nft-probe"
+//
+// --issue10-runs N measures instead what issue 10's checks add to one one-shot scan: a --zds lab
+// with the kubelet prober (so every check has its inputs: in-pod listeners, ztunnel, conntrack
+// entries, the lab host's CNI config and nft), then N rounds of a fresh in-process scan + analysis
+// (sources composed anew each time, as a `report` does) per arm, arms interleaved and rotated:
+// every issue 10 check off, all on, all on but the conntrack read, all on but ztunnel's resources.
+// Prints median, quartiles and range of wall and CPU time per arm, and the paired per-round
+// difference. --fault adds a lab fault, e.g. probe-unreplied:0 (entries stay in the lab host's
+// conntrack, so every scan walks the hash, as on a node whose host netns always has entries).
 //
 // Needs root: brings up a lab of N pods (Istio default v4 rules with DNS capture, iptables-nft)
 // plus a one-netns lab for start-up, and removes both. Prints; never asserts. Targets (issue 6
@@ -29,6 +39,7 @@
 #include "analysis/analysis.h"
 #include "bench/bench_support.h"
 #include "cli/report_render.h"
+#include "engine/engine.h"
 #include "lab/lab.h"
 #include "scan/inspector.h"
 #include "scan/scanner.h"
@@ -52,6 +63,8 @@ struct Flags {
   std::string prefix = "adshot";
   std::string compare;                    // another ambient-doctor binary, timed alongside
   std::vector<std::string> compare_args;  // extra report flags of the compared runs
+  int issue10_runs = 0;                   // >0: the issue 10 on/off comparison only
+  std::vector<lab::FaultSpec> faults;     // --fault KIND[:POD] (issue 10 mode's lab)
 };
 
 std::optional<Flags> ParseFlags(int argc, char** argv) {
@@ -70,6 +83,12 @@ std::optional<Flags> ParseFlags(int argc, char** argv) {
       flags.prefix = value;
     } else if (argument == "--compare") {
       flags.compare = value;
+    } else if (argument == "--issue10-runs") {
+      flags.issue10_runs = std::max(1, std::atoi(value));
+    } else if (argument == "--fault") {
+      Result<lab::FaultSpec> fault = lab::ParseFault(value);
+      if (!fault.ok()) return std::nullopt;
+      flags.faults.push_back(*fault);
     } else if (argument == "--compare-args") {
       std::string_view rest = value;
       while (!rest.empty()) {
@@ -179,12 +198,178 @@ Floor MeasureFloor(const std::string& floor_path, const std::string& prefix, int
 
 std::string Verdict(bool met) { return met ? "met" : "MISSED"; }
 
+// The engine config `report --lab-prefix` builds from the lab's flags file, with issue 10's
+// node sources switched by `arm`.
+struct Issue10Arm {
+  const char* name;
+  bool in_pod_dns = true;  // UDP 15053 lookups (DNS_CAPTURE_BROKEN); lo is read with routes
+  bool conntrack = true;   // PROBE_PATH_BROKEN
+  bool ztunnel_resources = true;
+  bool cni = true;  // CNI_CHAIN_BROKEN
+  bool nft = true;  // NFT_BACKEND_UNUSABLE
+};
+
+EngineConfig Issue10Config(const lab::LabNode& node, const Issue10Arm& arm) {
+  EngineConfig config;
+  config.discovery.proc_root.clear();
+  config.discovery.netns_dirs = {"/run/netns"};
+  config.discovery.name_glob = node.prefix + "-*";
+  config.discovery.host_netns_path = node.host_netns_path;
+  config.workers = kReportWorkers;
+  config.node_name = node.prefix;
+  config.host_root = node.host_root;
+  config.zds_socket = node.zds.socket_path;
+  config.ztunnel_netns = {node.zds.ztunnel_netns_path};
+  config.cri_endpoints = {"unix://" + node.zds.cri_socket_path};
+  config.probe_conntrack = arm.conntrack;
+  config.ztunnel_resources = arm.ztunnel_resources;
+  if (!arm.cni) config.cni_conf_dir.clear();
+  config.nft_userspace = arm.nft;
+  return config;
+}
+
+struct Spread {
+  double median = 0, p25 = 0, p75 = 0, min = 0, max = 0;
+};
+
+Spread SpreadOf(std::vector<double> values) {
+  Spread s;
+  if (values.empty()) return s;
+  std::sort(values.begin(), values.end());
+  const auto at = [&](double q) { return values[static_cast<size_t>(q * (values.size() - 1))]; };
+  s.median = Median(values);
+  s.p25 = at(0.25);
+  s.p75 = at(0.75);
+  s.min = values.front();
+  s.max = values.back();
+  return s;
+}
+
+int Issue10Main(const Flags& flags) {
+  lab::LabOptions options = IstioDefaultLab(flags.prefix, flags.pods);
+  options.zds = true;
+  options.kubelet_prober = true;
+  options.faults = flags.faults;
+  std::printf("lab %s: %d pods, iptables-nft, ZDS emulators, kubelet prober, %zu fault(s)\n",
+              flags.prefix.c_str(), flags.pods, flags.faults.size());
+  std::fflush(stdout);
+  lab::ScopedLab lab(options);
+  if (!lab.ok()) {
+    std::fprintf(stderr, "oneshot_bench: lab up failed: %s\n", lab.error().message.c_str());
+    return 1;
+  }
+  const std::vector<Issue10Arm> arms = {
+      {.name = "every issue 10 check off",
+       .in_pod_dns = false,
+       .conntrack = false,
+       .ztunnel_resources = false,
+       .cni = false,
+       .nft = false},
+      {.name = "every issue 10 check on (report default)"},
+      {.name = "on, but no conntrack read", .conntrack = false},
+      {.name = "on, but no ztunnel resources", .ztunnel_resources = false},
+  };
+  struct Samples {
+    std::vector<double> wall, cpu;
+    size_t findings = 0;
+    std::string codes;
+    std::string conntrack;  // how the conntrack source read: "kernel" (a walk) or "empty"
+  };
+  std::vector<Samples> samples(arms.size());
+  const std::string load_at_start = LoadAverage();
+  const auto once = [&](size_t a, bool keep) {
+    const EngineConfig config = Issue10Config(lab.node(), arms[a]);
+    const double cpu_start = ProcessCpuMilliseconds();
+    const Clock::time_point start = Clock::now();
+    const ScanOptions scan = ComposeScan(config);
+    std::unique_ptr<NetnsInspector> inspector = MakeKernelInspector(
+        ReadLimits{}, {.ipsets_in_host_only = true, .dns_udp_listeners = arms[a].in_pod_dns});
+    const NodeSnapshot snapshot = ScanNode(scan, *inspector);
+    const NodeAnalysis analysis = Analyze(snapshot, config.analysis);
+    const double wall = MillisecondsBetween(start, Clock::now());
+    const double cpu = ProcessCpuMilliseconds() - cpu_start;
+    if (!keep) return;
+    samples[a].wall.push_back(wall);
+    samples[a].cpu.push_back(cpu);
+    samples[a].findings = analysis.findings.size();
+    if (snapshot.probe_conntrack.collected &&
+        samples[a].conntrack.find(snapshot.probe_conntrack.filter) == std::string::npos) {
+      samples[a].conntrack += " " + snapshot.probe_conntrack.filter;
+    }
+    samples[a].codes.clear();
+    for (const Finding& f : analysis.findings) {
+      if (samples[a].codes.find(f.code_name()) == std::string::npos) {
+        samples[a].codes +=
+            std::string(samples[a].codes.empty() ? "" : " ") + std::string(f.code_name());
+      }
+    }
+  };
+  for (size_t a = 0; a < arms.size(); ++a) once(a, false);  // warm-up: caches, lab settling
+  for (int round = 0; round < flags.issue10_runs && !Interrupted(); ++round) {
+    for (size_t k = 0; k < arms.size(); ++k) once((k + round) % arms.size(), true);
+  }
+  std::printf(
+      "\n=== oneshot_bench --issue10-runs %d: %d pods + host, ZDS lab, scan + analysis in-process, "
+      "2 workers ===\nload average: %s at start, %s at end (2 CPUs)\n\n",
+      flags.issue10_runs, flags.pods, load_at_start.c_str(), LoadAverage().c_str());
+  std::printf("%-44s %28s %28s  %s\n", "arm", "wall ms: median [p25-p75] min-max",
+              "CPU ms: median [p25-p75] min-max", "findings");
+  std::vector<Spread> wall(arms.size()), cpu(arms.size());
+  for (size_t a = 0; a < arms.size(); ++a) {
+    wall[a] = SpreadOf(samples[a].wall);
+    cpu[a] = SpreadOf(samples[a].cpu);
+    std::printf("%-44s %7.1f [%5.1f-%5.1f] %5.1f-%5.1f %7.1f [%5.1f-%5.1f] %5.1f-%5.1f  %zu %s\n",
+                arms[a].name, wall[a].median, wall[a].p25, wall[a].p75, wall[a].min, wall[a].max,
+                cpu[a].median, cpu[a].p25, cpu[a].p75, cpu[a].min, cpu[a].max, samples[a].findings,
+                samples[a].codes.c_str());
+  }
+  const auto added = [&](size_t a, const std::vector<Spread>& s) {
+    return s[a].median - s[0].median;
+  };
+  std::printf(
+      "\nadded by every issue 10 check: wall %+.1f ms (%+.1f %%), CPU %+.1f ms (%+.1f %%)\n",
+      added(1, wall), 100 * added(1, wall) / wall[0].median, added(1, cpu),
+      100 * added(1, cpu) / cpu[0].median);
+  // Per round, the arms ran back to back: the paired difference cancels the load's drift.
+  const auto paired = [&](const std::vector<double> Samples::*series, size_t with = 1,
+                          size_t without = 0) {
+    std::vector<double> diffs;
+    const std::vector<double>& on = samples[with].*series;
+    const std::vector<double>& off = samples[without].*series;
+    for (size_t i = 0; i < std::min(on.size(), off.size()); ++i) diffs.push_back(on[i] - off[i]);
+    return SpreadOf(diffs);
+  };
+  const Spread paired_wall = paired(&Samples::wall);
+  const Spread paired_cpu = paired(&Samples::cpu);
+  std::printf(
+      "paired per round (on - off): wall %+.1f ms [%+.1f..%+.1f], CPU %+.1f ms [%+.1f..%+.1f] "
+      "(median [p25..p75]); CPU %+.1f %% of the checks-off scan\n",
+      paired_wall.median, paired_wall.p25, paired_wall.p75, paired_cpu.median, paired_cpu.p25,
+      paired_cpu.p75, 100 * paired_cpu.median / cpu[0].median);
+  std::printf(
+      "conntrack reads of the all-on arm:%s (kernel: a filtered walk of the hash; empty: "
+      "nf_conntrack_count 0, no dump)\n",
+      samples[1].conntrack.c_str());
+  const Spread conntrack_cpu = paired(&Samples::cpu, 1, 2);
+  const Spread resources_cpu = paired(&Samples::cpu, 1, 3);
+  std::printf(
+      "  of which, paired (all on - the arm without it), CPU median [p25..p75]: the conntrack "
+      "read %+.1f ms [%+.1f..%+.1f], ztunnel resources %+.1f ms [%+.1f..%+.1f]\n",
+      conntrack_cpu.median, conntrack_cpu.p25, conntrack_cpu.p75, resources_cpu.median,
+      resources_cpu.p25, resources_cpu.p75);
+  std::printf("target (issue 10): <= 10 %% of the scan: %s (CPU), %s (wall)\n",
+              Verdict(added(1, cpu) <= 0.10 * cpu[0].median).c_str(),
+              Verdict(added(1, wall) <= 0.10 * wall[0].median).c_str());
+  return Interrupted() ? 130 : 0;
+}
+
 int Main(int argc, char** argv) {
   std::optional<Flags> flags = ParseFlags(argc, argv);
   if (!flags) {
     std::fprintf(stderr,
                  "usage: oneshot_bench [--pods 250] [--runs 15] [--sample 20] [--prefix adshot] "
-                 "[--compare BINARY] [--compare-args \"FLAG ...\"]\n");
+                 "[--compare BINARY] [--compare-args \"FLAG ...\"] [--issue10-runs N [--fault "
+                 "KIND[:POD]]...]\n");
     return 2;
   }
   if (::geteuid() != 0) {
@@ -193,6 +378,7 @@ int Main(int argc, char** argv) {
   }
   for (int signal_number : {SIGINT, SIGTERM, SIGHUP})
     std::signal(signal_number, OnTerminationSignal);
+  if (flags->issue10_runs > 0) return Issue10Main(*flags);
   const fs::path build_dir = fs::path(SelfPath()).parent_path().parent_path();
   const std::string doctor = (build_dir / "agent" / "ambient-doctor").string();
   const std::string floor_program = (build_dir / "bench" / "nft_dump_floor").string();

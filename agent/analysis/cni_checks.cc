@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "analysis/checks.h"
+#include "model/version.h"
 
 namespace ad::analysis {
 namespace {
@@ -216,10 +217,101 @@ void CheckCniChain(const NodeSnapshot& snapshot, const std::vector<NetnsClassifi
   }
 }
 
+namespace {
+
+constexpr size_t kMaxTableGroupsInEvidence = 8;
+
+// Istio's nf_tables tables: inet istio-ambient-{nat,mangle,raw}, istio-proxy-* (sidecar).
+bool IsIstioTable(const Table& table) {
+  return table.backend == Backend::kNft && table.name.starts_with("istio-");
+}
+
+// Istio's tables written by a newer nft than the node's (each table records its creator in its
+// userdata, nftables since 2025), or whose userdata a newer nft would refuse. Grouped by table
+// and creator so a node of 250 pods gives a few lines.
+void CheckNftCreatorVersions(const NodeSnapshot& snapshot, std::vector<Finding>& findings) {
+  const NftUserspaceState& nft = snapshot.nft_userspace;
+  struct Group {
+    size_t netns = 0;
+    std::string example;  // the first netns's path
+  };
+  std::map<std::string, Group> newer;      // "table inet istio-ambient-nat created by nft 1.1.1"
+  std::map<std::string, Group> undecoded;  // "table inet istio-ambient-nat: <why>"
+  std::string newest_creator;
+  for (const NetnsSnapshot& ns : snapshot.netns) {
+    for (const Table& table : ns.netfilter.tables) {
+      if (!IsIstioTable(table)) continue;
+      const std::string name =
+          "table " + std::string(NftFamilyKeyword(table.family)) + " " + table.name;
+      const NftTableUserdata& userdata = table.userdata;
+      Group* group = nullptr;
+      if (!userdata.error.empty()) {
+        group = &undecoded[name + ": " + userdata.error];
+      } else if (!userdata.creator_version.empty() && !nft.version.empty() &&
+                 CompareVersions(userdata.creator_version, nft.version).value_or(0) > 0) {
+        group = &newer[name + " created by nft " + userdata.creator_version];
+        if (newest_creator.empty() ||
+            CompareVersions(userdata.creator_version, newest_creator).value_or(0) > 0) {
+          newest_creator = userdata.creator_version;
+        }
+      }
+      if (group == nullptr) continue;
+      if (group->netns++ == 0) group->example = ns.netns.PrimaryPath();
+    }
+  }
+  const std::string node_nft = "node nft " + nft.version + " (" + nft.version_source + ")";
+  auto lines = [&](const std::map<std::string, Group>& groups, bool with_node_version) {
+    std::vector<std::string> evidence;
+    for (const auto& [what, group] : groups) {
+      if (evidence.size() == kMaxTableGroupsInEvidence) {
+        evidence.push_back("... " + std::to_string(groups.size() - kMaxTableGroupsInEvidence) +
+                           " more");
+        break;
+      }
+      evidence.push_back(what + (with_node_version ? ", " + node_nft : std::string()) + ": " +
+                         (group.netns == 1
+                              ? group.example
+                              : std::to_string(group.netns) + " netns, e.g. " + group.example));
+    }
+    return evidence;
+  };
+  const NetnsSnapshot* host = snapshot.Host();
+  if (!newer.empty()) {
+    std::vector<std::string> evidence = lines(newer, true);
+    evidence.push_back(
+        "an nft older than the table's creator may not know every expression the rules use; "
+        "newer nft prints \"was created by a newer version of nftables? Content may be "
+        "incomplete!\"");
+    findings.push_back(MakeFinding(
+        FindingCode::kNftBackendUnusable, host, "version",
+        "Istio's nft tables were created by nft " + newest_creator +
+            ", newer than the node's nft " + nft.version,
+        std::move(evidence),
+        "The node's nft may list or save these tables incompletely: inspect or repair them with "
+        "an nft at least as new as istio-cni's (the one in its image), or upgrade the node's "
+        "nftables package; the rules in the kernel are not affected."));
+  }
+  if (!undecoded.empty()) {
+    std::vector<std::string> evidence = lines(undecoded, false);
+    evidence.push_back(
+        "nft releases that record their version in table userdata reject such userdata "
+        "(\"Cannot parse userdata\") and leave the table out of `nft list ruleset`");
+    findings.push_back(MakeFinding(
+        FindingCode::kNftBackendUnusable, host, "userdata",
+        "an Istio nft table's userdata is malformed", std::move(evidence),
+        "Something other than nft wrote the table (or its userdata was corrupted): newer nft "
+        "cannot list it. Recreate the pod (istio-cni rewrites its tables) and check which tool "
+        "writes Istio's tables on this node."));
+  }
+}
+
+}  // namespace
+
 void CheckNftUserspace(const NodeSnapshot& snapshot, const std::vector<NetnsClassification>& netns,
                        std::vector<Finding>& findings) {
   const NftUserspaceState& nft = snapshot.nft_userspace;
   if (!nft.collected) return;
+  CheckNftCreatorVersions(snapshot, findings);
   std::map<Backend, size_t> pods_by_backend;
   bool istio_present = false;
   for (const NetnsClassification& c : netns) {

@@ -154,12 +154,28 @@ struct NftSet {
   bool operator==(const NftSet&) const = default;
 };
 
+// What nft stored in a table's userdata (NFTA_TABLE_USERDATA: TLVs of type u8, length u8,
+// value). Newer nftables records there the version of the nft that created the table, which an
+// older nft neither writes nor reads (Debian 12's 1.0.6); a newer one warns when it lists a table
+// created by a still newer nft.
+struct NftTableUserdata {
+  std::string comment;
+  std::string creator_version;      // "1.1.5", or "1.1.5.1" for a stable release; empty: absent
+  int64_t creator_build_time = -1;  // seconds since the epoch of that nft's build; -1: absent
+  // Why the userdata could not be decoded (a truncated or malformed entry); a newer nft refuses
+  // such a table's userdata ("Cannot parse userdata") and leaves the table out of its listing.
+  std::string error;
+
+  bool operator==(const NftTableUserdata&) const = default;
+};
+
 struct Table {
   Backend backend = Backend::kNft;
   Family family = Family::kInet;
   std::string name;
   std::vector<Chain> chains;
-  std::vector<NftSet> sets;  // native nft only
+  std::vector<NftSet> sets;   // native nft only
+  NftTableUserdata userdata;  // nf_tables only
 
   const Chain* FindChain(std::string_view chain_name) const;
   bool operator==(const Table&) const = default;

@@ -28,6 +28,9 @@ struct InspectorOptions {
   // Istio's probe ipsets live in the host netns only; a node scan skips the ipset dump elsewhere
   // (≈ 20 µs per netns). The `rules` listing reads everything.
   bool ipsets_in_host_only = false;
+  // ztunnel's UDP 15053 DNS listeners, looked up where it has in-pod TCP listeners
+  // (DNS_CAPTURE_BROKEN). Off only for benches measuring the cost of issue 10's checks.
+  bool dns_udp_listeners = true;
 };
 
 std::unique_ptr<NetnsInspector> MakeKernelInspector(const ReadLimits& limits,

@@ -113,7 +113,7 @@ class KernelInspector : public NetnsInspector {
     } else {
       settle(reads.routes, &routing.error());
     }
-    ReadListenersInto(snapshot);
+    ReadListenersInto(snapshot, options_.dns_udp_listeners);
   }
 
   void RefreshListeners(NetnsSnapshot& snapshot) override {
@@ -130,19 +130,20 @@ class KernelInspector : public NetnsInspector {
                                             guard.error().error_number});
       return;
     }
-    ReadListenersInto(snapshot);
+    ReadListenersInto(snapshot, options_.dns_udp_listeners);
   }
 
   // Inside the netns. Listeners (ztunnel's in-pod 15001/15006/15008/15053): one TCP dump for both
   // families; ztunnel's DNS proxy also listens on UDP 15053, read only where ztunnel has in-pod
   // TCP listeners (the DNS check judges nothing elsewhere), by exact lookups.
-  static void ReadListenersInto(NetnsSnapshot& snapshot) {
+  static void ReadListenersInto(NetnsSnapshot& snapshot, bool dns_udp) {
     NetnsReads& reads = snapshot.reads;
     ListenerDump listeners = ReadListeningSockets(/*include_udp=*/false);
     snapshot.listeners = std::move(listeners.listeners);
     reads.listeners = listeners.errors.empty() ? ReadStatus::kOk : ReadStatus::kFailed;
     snapshot.errors.insert(snapshot.errors.end(), listeners.errors.begin(), listeners.errors.end());
-    if (reads.listeners == ReadStatus::kOk && HasZtunnelTcpListener(snapshot.listeners)) {
+    if (dns_udp && reads.listeners == ReadStatus::kOk &&
+        HasZtunnelTcpListener(snapshot.listeners)) {
       ListenerDump dns = ReadUdpSocketsOnPort(kDnsProxyPort);
       for (ListeningSocket& socket : dns.listeners) snapshot.listeners.push_back(socket);
       reads.dns_udp = dns.errors.empty() ? ReadStatus::kOk : ReadStatus::kFailed;

@@ -19,16 +19,34 @@ std::vector<NftUserspaceNodeSource::Stamp> NftUserspaceNodeSource::Stamps() cons
   return stamps;
 }
 
+namespace {
+
+bool SomeTableNamesItsCreator(const NodeSnapshot& snapshot) {
+  for (const NetnsSnapshot& netns : snapshot.netns) {
+    for (const Table& table : netns.netfilter.tables) {
+      if (!table.userdata.creator_version.empty()) return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
 void NftUserspaceNodeSource::Collect(NodeSnapshot& snapshot) {
   std::vector<Stamp> stamps = Stamps();
-  if (last_ && last_->errors.empty() && stamps == last_stamps_) {
+  const bool read_version = SomeTableNamesItsCreator(snapshot);
+  if (last_ && last_->errors.empty() && stamps == last_stamps_ &&
+      (last_read_version_ || !read_version)) {
     snapshot.nft_userspace = *last_;
     return;
   }
   ++reads_;
-  snapshot.nft_userspace = nft::ReadNftUserspace(options_);
+  nft::NftUserspaceOptions options = options_;
+  options.read_version = read_version;
+  snapshot.nft_userspace = nft::ReadNftUserspace(options);
   last_ = snapshot.nft_userspace;
   last_stamps_ = std::move(stamps);
+  last_read_version_ = read_version;
 }
 
 }  // namespace ad

@@ -1,6 +1,7 @@
 // The nftables userspace as a node source (NFT_BACKEND_UNUSABLE). The probe forks and execs, so
 // its answer is kept until the nft binary, its library or the package database changes (one stat
-// each per collection); a failed probe is retried at the next collection.
+// each per collection); a failed probe is retried at the next collection. It runs after the netns
+// reads: when a table records the nft that created it, the node's version is read too.
 #pragma once
 
 #include <string>
@@ -27,6 +28,7 @@ class NftUserspaceNodeSource : public NodeSource {
   nft::NftUserspaceOptions options_;
   std::optional<NftUserspaceState> last_;
   std::vector<Stamp> last_stamps_;
+  bool last_read_version_ = false;
   uint64_t reads_ = 0;
 };
 

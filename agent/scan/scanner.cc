@@ -130,6 +130,8 @@ NodeSnapshot ScanNode(const ScanOptions& options, NetnsInspector& inspector,
     node.cri = std::move(before.cri);
     node.probe_conntrack = std::move(before.probe_conntrack);
     node.ztunnel_resources = std::move(before.ztunnel_resources);
+    node.cni = std::move(before.cni);
+    node.nft_userspace = std::move(before.nft_userspace);
     for (size_t i : to_read) {
       if (auto known = previous.find(records[i].inode); known != previous.end()) {
         CarryListenerOwners(*known->second, node.netns[i]);

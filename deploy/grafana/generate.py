@@ -14,6 +14,24 @@ NODE = 'node=~"$node"'
 # Finding codes of the eBPF flow tracer (serve runs it unless --no-flows).
 TRACER_CODES = ["MESH_BYPASS", "HBONE_CONNECT_FAILURES"]
 FAILED_OUTCOMES = "refused|reset|timeout|unreachable"
+# Issue 10's cause checks: why a pod is out of the mesh, not only that it is. Per code: the panel
+# title and what an operator does about it (the finding's hint and runbook have the detail).
+CAUSE_CODES = [
+    ("DNS_CAPTURE_BROKEN", "DNS capture broken", "critical: DNS is redirected to 15053 but "
+     "ztunnel's DNS proxy does not listen there (or the capture rules are half present)."),
+    ("INPOD_PROXY_BLOCKED", "In-pod proxy blocked", "critical: the pod netns lacks what ztunnel "
+     "binds (lo down, no ::1 with IPv6 on), so its in-pod proxy cannot start."),
+    ("CNI_CHAIN_BROKEN", "CNI chain broken", "critical: the CNI config the runtime uses does not "
+     "chain istio-cni (or its kubeconfig is missing); warning per pod started meanwhile."),
+    ("PROBE_PATH_BROKEN", "Probe path broken", "warning: kubelet probes SNATed to the probe "
+     "address stay unreplied in conntrack (eBPF CNI, security groups)."),
+    ("ZTUNNEL_RESOURCE_PRESSURE", "ztunnel resource pressure", "warning: ztunnel near its open "
+     "file or memory limit, or CLOSE_WAIT sockets growing."),
+    ("ZTUNNEL_CERT_UNHEALTHY", "ztunnel certificates", "warning: a workload certificate is "
+     "Unavailable or expires within the threshold (default 1 h)."),
+    ("NFT_BACKEND_UNUSABLE", "nftables userspace", "info: the node's nft cannot print JSON "
+     "(istio-cni then falls back to iptables), or Istio's tables were written by a newer nft."),
+]
 
 
 
@@ -181,6 +199,16 @@ def build():
                         target(f"sum by (node) (ztunnel_connected{{{NODE}}})",
                                "{{node}} istio-cni ztunnel_connected", "C")]), 24, 8)
 
+    lay.row("Causes")
+    for code, title, description in CAUSE_CODES:
+        lay.add(timeseries(title, f"{code} findings open per node and severity; {description}",
+                           [target(f'sum by (node, severity) (ambient_doctor_findings{{{NODE},'
+                                   f'code="{code}"}})', "{{node}} {{severity}}")]), 6, 6)
+    lay.add(table("Cause findings now", "Open findings of the cause checks per node, code and "
+                  "severity.",
+                  "sum by (node, code, severity) (ambient_doctor_findings{"
+                  f'{NODE},code=~"{"|".join(code for code, _, _ in CAUSE_CODES)}"}})'), 6, 6)
+
     lay.row("HBONE flows")
     codes = "|".join(TRACER_CODES)
     lay.add(timeseries("Mesh bypass and HBONE connect failures (findings)", "REDIRECT_MISSING "
@@ -262,7 +290,7 @@ def build():
         "uid": "ambient-doctor-redirect-drift",
         "title": "Istio ambient / ambient-doctor / Redirect drift",
         "description": "Is every pod really in the ambient mesh? ambient-doctor's node "
-                       "findings: redirect drift, ZDS hand-off, HBONE, agent cost.",
+                       "findings: redirect drift, their causes, ZDS hand-off, HBONE, agent cost.",
         "tags": ["istio", "ambient", "ambient-doctor"],
         "editable": True,
         "graphTooltip": 1,

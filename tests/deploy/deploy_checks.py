@@ -475,7 +475,7 @@ def check_dashboard(args):
     except ValueError as error:
         print(f"FAIL {path}: invalid JSON: {error}")
         return 1
-    lint_dashboard(c, dashboard, args.work_dir)
+    lint_dashboard(c, dashboard, args.work_dir, finding_codes(args.binary))
     # The generator and the committed JSON agree (nobody edited one and forgot the other).
     generated = run(["/usr/bin/python3", "-c",
                      "import json,sys; sys.path.insert(0, sys.argv[1]); import generate; "
@@ -486,7 +486,18 @@ def check_dashboard(args):
     return c.finish("dashboard")
 
 
-def lint_dashboard(c, dashboard, work):
+def finding_codes(binary):
+    """The finding codes the built binary knows (`findings -o json`); None when not built."""
+    if not binary or not pathlib.Path(binary).exists():
+        print("SKIP-PART: binary not built, finding codes of the panels not checked")
+        return None
+    result = run([binary, "findings", "-o", "json"])
+    if result.returncode != 0:
+        return set()  # every code in a panel then fails, naming the cause
+    return {entry["code"] for entry in json.loads(result.stdout)}
+
+
+def lint_dashboard(c, dashboard, work, codes=None):
     c.check(isinstance(dashboard.get("uid"), str) and 0 < len(dashboard["uid"]) <= 40, "uid")
     c.check(bool(dashboard.get("title")), "title")
     c.check(isinstance(dashboard.get("schemaVersion"), int), "numeric schemaVersion")
@@ -522,6 +533,14 @@ def lint_dashboard(c, dashboard, work):
         for name in metric_names(substitute_grafana(expr)):
             c.check(name.startswith("ambient_doctor_") or name in EXTERNAL_METRICS,
                     f"panel {panel_id} \"{title}\" ref {ref}: unknown metric {name}")
+        if codes is None:
+            continue
+        # A misspelt or renamed code is a panel that stays at "no data" forever.
+        for metric, label, op, value in label_matchers(substitute_grafana(expr)):
+            if metric.startswith("ambient_doctor_") and label == "code" and op in ("=", "=~"):
+                for code in value.split("|"):
+                    c.check(code in codes, f"panel {panel_id} \"{title}\" ref {ref}: unknown "
+                            f"finding code {code} (not in `ambient-doctor findings`)")
     if not shutil.which("promtool"):
         print("SKIP-PART: promtool not installed, PromQL not parsed")
     else:
@@ -584,12 +603,16 @@ def check_selftest(args):
     panels[6]["targets"][0]["expr"] = "sum by (node (ambient_doctor_pods)"
     panels[7]["targets"][0]["expr"] = "sum(ambient_doctor_podz) + sum(renamed_metric)"
     del panels[8]["gridPos"]
+    panels[9]["targets"][0]["expr"] = 'sum(ambient_doctor_findings{code=~"ZDS_STALL|DNS_BROKEN"})'
     sub = Checker()
     if shutil.which("promtool"):
-        lint_dashboard(sub, dashboard, args.work_dir / "selftest-dashboard")
+        lint_dashboard(sub, dashboard, args.work_dir / "selftest-dashboard",
+                       {"ZDS_STALL", "DNS_CAPTURE_BROKEN"})
         expect(sub.failures, ["duplicate panel id", "hard-coded datasource",
                               "undefined variable $nodes", "PromQL error", "unknown metric renamed_metric",
-                              "no gridPos"], "dashboard")
+                              "no gridPos", "unknown finding code DNS_BROKEN"], "dashboard")
+        c.check("unknown finding code ZDS_STALL" not in "\n".join(sub.failures),
+                "dashboard: a known code was reported unknown")
 
     # Rules: an expression without `by (node)` fires for the wrong node in the unit tests.
     if shutil.which("promtool"):

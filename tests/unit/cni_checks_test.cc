@@ -301,5 +301,63 @@ TEST(NftUserspaceChecks, AbsentBinaryMattersOnlyForNativeNftPods) {
   EXPECT_EQ(found.front().subject, "absent");
 }
 
+// A node whose pods' Istio nft tables name their creator; the node's nft is 1.0.6 with JSON.
+NodeSnapshot CreatorNode(const std::string& creator, size_t pods = 3) {
+  NftUserspaceState nft;
+  nft.collected = true;
+  nft.binary = "/usr/sbin/nft";
+  nft.version = "1.0.6";
+  nft.version_source = "dpkg";
+  nft.json_support = true;
+  NodeSnapshot node = NftNode(nft);
+  node.netns.resize(1);  // the host only
+  for (size_t i = 0; i < pods; ++i) {
+    NetnsSnapshot pod =
+        test::HealthyPod("/run/netns/cni-" + std::to_string(i), kPodInode + i, Backend::kNft,
+                         kDefault, "10.0.0." + std::to_string(5 + i));
+    for (Table& table : pod.netfilter.tables) table.userdata.creator_version = creator;
+    node.netns.push_back(std::move(pod));
+  }
+  return node;
+}
+
+TEST(NftUserspaceChecks, TablesOfANewerNftAreInfoWithTheVersions) {
+  const NodeAnalysis analysis = Analyze(CreatorNode("1.1.1"));
+  const auto found = Nft(analysis);
+  ASSERT_EQ(found.size(), 1u) << Dump(analysis);
+  EXPECT_EQ(found.front().severity, Severity::kInfo);
+  EXPECT_EQ(found.front().subject, "version");
+  EXPECT_TRUE(Mentions(found.front(),
+                       "table inet istio-ambient-nat created by nft 1.1.1, node nft 1.0.6 (dpkg): "
+                       "3 netns, e.g. /run/netns/cni-0"))
+      << Dump(analysis);
+  EXPECT_NE(found.front().summary.find("created by nft 1.1.1"), std::string::npos);
+}
+
+TEST(NftUserspaceChecks, SameOrOlderCreatorOrUnknownVersionIsSilent) {
+  for (const std::string creator : {"1.0.6", "1.0.5", "0.9.8", "", "garbage"}) {
+    EXPECT_TRUE(Nft(Analyze(CreatorNode(creator))).empty()) << creator;
+  }
+  NodeSnapshot unknown = CreatorNode("1.1.1");
+  unknown.nft_userspace.version.clear();  // no package database: nothing to compare with
+  EXPECT_TRUE(Nft(Analyze(unknown)).empty());
+}
+
+TEST(NftUserspaceChecks, MalformedTableUserdataIsNamedNotGuessed) {
+  NodeSnapshot node = CreatorNode("", 1);
+  for (Table& table : node.netns[1].netfilter.tables) {
+    if (table.name == "istio-ambient-nat") {
+      table.userdata.error = "userdata creator version has 3 bytes, expected 4";
+    }
+  }
+  const auto found = Nft(Analyze(node));
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found.front().subject, "userdata");
+  EXPECT_TRUE(Mentions(found.front(),
+                       "table inet istio-ambient-nat: userdata creator version has 3 bytes, "
+                       "expected 4: /run/netns/cni-0"))
+      << Dump(Analyze(node));
+}
+
 }  // namespace
 }  // namespace ad

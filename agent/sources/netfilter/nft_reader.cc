@@ -32,6 +32,7 @@
 #include "sources/netfilter/ipset_reader.h"
 #include "sources/netfilter/nft_reader_decode.h"
 #include "sources/netfilter/nft_reader_netlink.h"
+#include "sources/netfilter/nft_table_userdata.h"
 #include "sources/netfilter/readers.h"
 #include "sources/netfilter/xt_compat.h"
 
@@ -634,6 +635,12 @@ class NfTablesReader {
           state.nfproto = nftnl_table_get_u32(table.get(), NFTNL_TABLE_FAMILY);
           state.table.name = Str(nftnl_table_get_str(table.get(), NFTNL_TABLE_NAME));
           state.table.family = FamilyOf(state.nfproto);
+          if (nftnl_table_is_set(table.get(), NFTNL_TABLE_USERDATA)) {
+            uint32_t length = 0;
+            const auto* data = static_cast<const uint8_t*>(
+                nftnl_table_get_data(table.get(), NFTNL_TABLE_USERDATA, &length));
+            if (data != nullptr) state.table.userdata = nft::DecodeTableUserdata({data, length});
+          }
           table_index_[{state.nfproto, state.table.name}] = states_.size();
           states_.push_back(std::move(state));
           return nl::Next::kContinue;

@@ -254,8 +254,8 @@ NftUserspaceState ReadNftUserspace(const NftUserspaceOptions& options) {
   state.collected = true;
   JudgeJson(options, state);
   // The version is evidence for a finding: the package database (~1 MB) is read only when JSON
-  // support is missing or unknown.
-  if (!state.json_support.value_or(false)) {
+  // support is missing or unknown, or a table names the nft that created it.
+  if (options.read_version || !state.json_support.value_or(false)) {
     if (std::optional<std::string> status =
             ReadBounded(options.host_root + "/var/lib/dpkg/status", kMaxStatusBytes)) {
       state.version = DpkgUpstreamVersion(*status, "nftables");

@@ -24,6 +24,9 @@ struct NftUserspaceOptions {
   std::string host_root;
   std::chrono::milliseconds probe_timeout{2000};
   bool allow_probe = true;  // also needs host_root "" or "/"
+  // Read the version from the package database even when JSON support is known: a table records
+  // the nft that created it (NFT_BACKEND_UNUSABLE compares the two).
+  bool read_version = false;
   // Tests: probe this executable instead of the nft found (still in a throwaway netns).
   std::string probe_binary;
 };
