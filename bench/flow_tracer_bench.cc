@@ -308,8 +308,8 @@ int Main(int argc, char** argv) {
   }
   std::printf(
       "RSS: %ld KiB without tracer, %ld KiB with it loaded after a traced run (+%ld KiB; "
-      "1 MiB ring buffer, 64 Ki-entry state map)\n",
-      baseline_rss_kb, traced_rss_kb, traced_rss_kb - baseline_rss_kb);
+      "%u KiB ring buffer, 64 Ki-entry state map)\n",
+      baseline_rss_kb, traced_rss_kb, traced_rss_kb - baseline_rss_kb, ring_bytes / 1024);
   return 0;
 }
 
