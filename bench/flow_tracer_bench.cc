@@ -27,6 +27,7 @@
 #include <fstream>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -176,6 +177,16 @@ int Main(int argc, char** argv) {
   int rate = 20000;
   uint32_t ring_bytes = TracerOptions{}.ring_bytes;
   std::string only;  // --modes 0,4: only these rows (an A/B of two modes, more runs in the time)
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view flag = argv[i];
+    if (flag == "--help" || flag == "-h") {
+      std::printf(
+          "usage: flow_tracer_bench [--connections 20000] [--runs 5] [--rate 20000]\n"
+          "                         [--ring-bytes 1048576] [--modes 0,4]\n"
+          "Needs root; measures and prints the tracer's overhead, never asserts.\n");
+      return 0;
+    }
+  }
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     if (flag == "--connections") connections = std::atoi(argv[i + 1]);
