@@ -41,6 +41,7 @@
 #include "report/report_policy.h"
 #include "scan/inspector.h"
 #include "sources/netns/discovery.h"
+#include "sources/netns/netns_workers.h"
 
 namespace ad::cli {
 namespace {
@@ -730,8 +731,7 @@ api::NetnsReader MakeNetnsReader(std::shared_ptr<const ResultHub> hub) {
       record = known->netns;
     }
     std::optional<NetnsSnapshot> read;
-    std::thread worker([&] { read = MakeKernelInspector(ReadLimits{})->Inspect(record); });
-    worker.join();
+    NetnsWorkers::Shared().Run([&] { read = MakeKernelInspector(ReadLimits{})->Inspect(record); });
     return std::move(*read);
   };
 }
@@ -884,6 +884,10 @@ int RunServe(const std::vector<std::string>& args) {
   // The conntrack dump walks the kernel's whole table: about every 15 s (every 3rd poll at 5 s;
   // every poll when the interval is longer), the slack keeps a poll's jitter from skipping one.
   options.engine.probe_conntrack_min_interval_ms = 14'500;
+  // Each CLOSE_WAIT dump walks the whole TCP established hash (~1.5 ms a netns): counted about
+  // every 15 s, like conntrack (a round of 250 pod netns, 4 a collection, then takes ~16 min;
+  // growth is judged over 3 rounds; fd pressure is judged at every poll).
+  options.engine.close_wait_min_interval_ms = 14'500;
   const auto resync = PositiveDurationFlag(flags, "resync-interval", "60s");
   if (!resync) return kExitScanFailed;
   options.full_resync = std::chrono::milliseconds(*resync);

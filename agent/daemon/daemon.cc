@@ -210,11 +210,16 @@ void Daemon::ReleaseFreedMemory() {
 
 // With change events the resync need not read everything: it reads what the gates flag (a
 // changed nf_tables generation or iptables-legacy content hash, events still queued), the host
-// netns (its ipsets have no events), the listeners of every netns (ztunnel's in-pod listeners
-// have none either), and in full a rolling 1/kResyncSlices of the other netns, so every netns is
-// read in full at least every kResyncSlices periods whatever the gates say.
+// netns (its ipsets have no events), and in full a rolling 1/kResyncSlices of the other netns,
+// so every netns is read in full at least every kResyncSlices periods whatever the gates say.
+// Listeners have no events either, but the ones that matter are followed between resyncs: every
+// poll re-reads those of netns whose ztunnel listener lost its owner (Engine: orphaned) and of
+// netns a ztunnel holds without listening there yet (Engine: awaiting). Any other listener
+// (another process binding in a pod) is seen when its netns's slice comes round. Re-reading every
+// netns's listeners at each resync was the idle daemon's largest single cost (two sock_diag walks
+// of the node-wide socket hashes per netns).
 StepPlan Daemon::GatedResync(watch::ChangeMonitor& monitor, const std::set<uint64_t>& dirty) {
-  StepPlan plan{.full = false, .dirty_netns = dirty, .node_sources = true, .relisten_all = true};
+  StepPlan plan{.full = false, .dirty_netns = dirty, .node_sources = true};
   for (const watch::DirtyNetns& netns : monitor.Verify()) plan.dirty_netns.insert(netns.inode);
   std::vector<uint64_t> others;
   for (const NetnsRecord& record : last_records_) {

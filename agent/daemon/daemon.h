@@ -30,8 +30,8 @@ struct DaemonOptions {
   EngineConfig engine;
   std::chrono::milliseconds poll_interval{5000};  // ZDS sources and legacy fingerprints
   // Resync whatever events said: with events, what the generation / legacy gates flag, the host
-  // netns, every netns's listeners and a rolling tenth of the netns in full (Daemon::GatedResync);
-  // without events, everything.
+  // netns and a rolling tenth of the netns in full (Daemon::GatedResync); without events,
+  // everything.
   std::chrono::milliseconds full_resync{60000};
   // A poll that found nothing new (Engine: StepPlan::skip_if_unchanged) is not analysed or
   // published, but one result is published at least this often, so "last scan" times (/healthz,

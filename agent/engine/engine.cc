@@ -5,7 +5,6 @@
 #include <iterator>
 #include <map>
 #include <set>
-#include <thread>
 #include <tuple>
 #include <utility>
 
@@ -16,6 +15,7 @@
 #include "scan/zds_node_source.h"
 #include "scan/ztunnel_node_source.h"
 #include "scan/ztunnel_resource_node_source.h"
+#include "sources/netns/netns_workers.h"
 
 namespace ad {
 namespace {
@@ -61,12 +61,15 @@ bool SameReads(const NodeSnapshot& now, const NodeSnapshot& previous,
   return true;
 }
 
-// Listeners and listener read results of the netns a step will take over (all but `dirty`).
+// Listeners and listener read results of the netns a step will take over (all but `dirty`) and
+// read the listeners of again (all, or those in `only`).
 std::vector<NetnsSnapshot> ListenersOf(const NodeSnapshot& snapshot,
-                                       const std::set<uint64_t>& dirty) {
+                                       const std::set<uint64_t>& dirty,
+                                       const std::set<uint64_t>* only) {
   std::vector<NetnsSnapshot> listeners;
   for (const NetnsSnapshot& netns : snapshot.netns) {
     if (dirty.contains(netns.netns.inode)) continue;
+    if (only != nullptr && !only->contains(netns.netns.inode)) continue;
     NetnsSnapshot& copy = listeners.emplace_back();
     copy.netns.inode = netns.netns.inode;
     copy.reads.listeners = netns.reads.listeners;
@@ -147,7 +150,8 @@ void RereadOrphanedListeners(const std::set<uint64_t>& owned_before,
     NetnsSnapshot before;
     before.listeners = netns.listeners;
     // Only the listeners are read: the rules stay those the change monitor's baselines describe.
-    std::jthread([&] { inspector.RefreshListeners(netns); }).join();  // setns off this thread
+    NetnsWorkers::Shared().Run(
+        [&] { inspector.RefreshListeners(netns); });  // setns off this thread
     CarryListenerOwners(before, netns);
   }
 }
@@ -178,6 +182,8 @@ ScanOptions ComposeScan(const EngineConfig& config) {
       ZtunnelResourceOptions resources;
       resources.proc_root = config.proc_root;
       resources.cgroup_root = config.host_root + "/sys/fs/cgroup";
+      resources.close_wait_min_interval =
+          std::chrono::milliseconds(config.close_wait_min_interval_ms);
       // The ZDS source runs first and keeps the ztunnel sockets of its fd inventory.
       const std::weak_ptr<const ZdsNodeSource> inventory = zds_source;
       scan.node_sources.push_back(std::make_shared<ZtunnelResourceNodeSource>(
@@ -225,6 +231,26 @@ ScanOptions ComposeScan(const EngineConfig& config) {
   return scan;
 }
 
+std::set<uint64_t> AwaitingListeners(const NodeSnapshot& snapshot) {
+  std::set<uint64_t> held;
+  for (const ProcessNetnsFds& process : snapshot.processes) {
+    if (process.role != ProcessRole::kZtunnel) continue;
+    for (uint64_t inode : process.netns_fd_inodes) {
+      if (inode != process.own_netns_inode) held.insert(inode);
+    }
+  }
+  std::set<uint64_t> awaiting;
+  for (const NetnsSnapshot& netns : snapshot.netns) {
+    if (netns.netns.is_host || netns.unreadable || !held.contains(netns.netns.inode)) continue;
+    const bool listening =
+        std::any_of(netns.listeners.begin(), netns.listeners.end(), [](const auto& listener) {
+          return listener.protocol == 6 && listener.port == 15008 && !listener.owner_pids.empty();
+        });
+    if (!listening) awaiting.insert(netns.netns.inode);
+  }
+  return awaiting;
+}
+
 bool ScanUsable(const NodeSnapshot& snapshot) {
   return std::any_of(snapshot.netns.begin(), snapshot.netns.end(),
                      [](const NetnsSnapshot& ns) { return !ns.unreadable; });
@@ -258,16 +284,23 @@ EngineStep Engine::Step(const StepPlan& plan) {
     const bool may_skip = plan.skip_if_unchanged && last_usable_ && history_.size() == 0;
     std::vector<NetnsInputs> inputs_before;
     std::vector<NetnsSnapshot> relistened_before;  // listeners are refreshed in place
+    std::set<uint64_t> relisten = plan.relisten;
+    if (plan.node_sources) relisten.merge(AwaitingListeners(*last_snapshot_));
     if (may_skip) {
       inputs_before = InputsOf(*last_snapshot_);
-      if (plan.relisten_all) relistened_before = ListenersOf(*last_snapshot_, plan.dirty_netns);
+      if (plan.relisten_all || !relisten.empty()) {
+        relistened_before =
+            ListenersOf(*last_snapshot_, plan.dirty_netns, plan.relisten_all ? nullptr : &relisten);
+      }
     }
     std::set<uint64_t> owned_before;
     if (plan.node_sources) owned_before = OwnedZtunnelListeners(*last_snapshot_);
     ScanReuse reuse{.previous = &*last_snapshot_,
                     .reinspect = plan.dirty_netns,
+                    .relisten = std::move(relisten),
                     .relisten_all = plan.relisten_all,
-                    .node_sources = plan.node_sources};
+                    .node_sources = plan.node_sources,
+                    .discovery = &discovery_cache_};
     step.snapshot = ScanNode(scan_, *inspector_, &reuse);
     if (!owned_before.empty()) {
       RereadOrphanedListeners(owned_before, plan.dirty_netns, step.snapshot, *inspector_);

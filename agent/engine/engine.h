@@ -38,6 +38,9 @@ struct EngineConfig {
   // ztunnel's fds, memory and CLOSE_WAIT sockets against its limits (with the ZDS sources;
   // ZTUNNEL_RESOURCE_PRESSURE). Off only for benches measuring its cost.
   bool ztunnel_resources = true;
+  // Reuse the last CLOSE_WAIT count of a ztunnel for this long (0: dump every scan). Each dump
+  // walks the kernel's whole TCP established hash: `serve` dumps about every 15 s.
+  int64_t close_wait_min_interval_ms = 0;
   bool cri = true;
   std::vector<std::string> cri_endpoints;  // empty: probe the well-known runtime sockets
   // Kubelet probe path: the host netns's conntrack, kernel-filtered to unreplied connections to
@@ -99,8 +102,11 @@ struct StepPlan {
   std::set<uint64_t> dirty_netns;  // when !full: the netns (inodes) to read again
   bool node_sources = true;        // when !full: poll the node-wide sources too
   // When !full: read the listening sockets of every netns not in dirty_netns again (ztunnel's
-  // in-pod listeners change without netfilter or routing events).
+  // in-pod listeners change without netfilter or routing events), or of those in `relisten`.
+  // Steps with node sources also read those of the netns a ztunnel holds without listening in
+  // them yet (a hand-off under way).
   bool relisten_all = false;
+  std::set<uint64_t> relisten;
   // When !full: if every netns read again found what its previous read found, no netns came or
   // went, the netns records, listener owners, node-wide source data and errors equal the
   // previous step's, and no aged signal is open (ZDS history empty: nothing can age into a stall
@@ -145,10 +151,18 @@ class Engine {
   std::shared_ptr<const std::vector<FindingRecord>> recently_resolved_;
   std::vector<Finding> open_findings_;
   std::optional<NodeSnapshot> last_snapshot_;  // what a partial step reuses
+  DiscoveryCache discovery_cache_;             // what partial steps' discovery reuses
   bool last_usable_ = false;
   std::map<SourceKind, std::string> degraded_;
   bool scan_failing_ = false;
 };
+
+// Netns a ztunnel holds (ZDS handed them over) without an owned ztunnel listener on the HBONE
+// port. ztunnel opens its in-pod listeners moments after the hand-off and nothing announces them
+// (no netfilter or routing event): steps with node sources read these netns's listeners again,
+// so a hand-off completes in the published result within a poll or two, not at a resync. Empty
+// on a healthy node. Pure.
+std::set<uint64_t> AwaitingListeners(const NodeSnapshot& snapshot);
 
 // True when at least one netns could be read.
 bool ScanUsable(const NodeSnapshot& snapshot);

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "sources/netns/netns_guard.h"
+#include "sources/netns/netns_workers.h"
 
 namespace ad {
 
@@ -12,7 +13,7 @@ ProbeConntrackState ReadProbeConntrackIn(const std::string& netns_path,
                                          const ProbeConntrackOptions& options) {
   ProbeConntrackState state;
   // setns only on a worker thread: the caller's thread keeps its netns whatever happens.
-  std::jthread([&] {
+  NetnsWorkers::Shared().Run([&] {
     Result<NetnsGuard> guard = NetnsGuard::Enter(netns_path);
     if (!guard.ok()) {
       SourceError error = guard.error();
@@ -26,7 +27,7 @@ ProbeConntrackState ReadProbeConntrackIn(const std::string& netns_path,
       return;
     }
     state = std::move(read).value();
-  }).join();
+  });
   state.collected = true;
   state.netns_path = netns_path;
   return state;

@@ -12,6 +12,8 @@
 #include <utility>
 #include <vector>
 
+#include "sources/netns/netns_workers.h"
+
 namespace ad {
 namespace {
 
@@ -70,7 +72,8 @@ NodeSnapshot ScanNode(const ScanOptions& options, NetnsInspector& inspector,
                               std::chrono::system_clock::now().time_since_epoch())
                               .count();
 
-  std::vector<NetnsRecord> records = DiscoverNetns(options.discovery, &node.errors);
+  std::vector<NetnsRecord> records =
+      DiscoverNetns(options.discovery, &node.errors, reuse != nullptr ? reuse->discovery : nullptr);
   node.netns.resize(records.size());
 
   // Indexes of the records to read; the others are taken over from the previous snapshot, some
@@ -114,12 +117,7 @@ NodeSnapshot ScanNode(const ScanOptions& options, NetnsInspector& inspector,
     }
   };
   const size_t workers = std::min(jobs, static_cast<size_t>(std::max(1, options.workers)));
-  std::vector<std::jthread> pool;
-  pool.reserve(workers);
-  for (size_t w = 0; w < workers; ++w) {
-    pool.emplace_back(work);
-  }
-  pool.clear();  // joins
+  NetnsWorkers::Shared().RunOnEach(workers, work);
 
   if (reuse != nullptr && !reuse->node_sources && reuse->previous != nullptr) {
     NodeSnapshot& before = *reuse->previous;

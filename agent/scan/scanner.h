@@ -36,6 +36,8 @@ struct ScanReuse {
   // this scan; their data is taken from `previous`, and listeners of re-read netns keep the
   // owners attributed before (same socket inode) until the next poll.
   bool node_sources = true;
+  // Discovery's bind mounts by path from the last partial scan (DiscoveryCache); optional.
+  DiscoveryCache* discovery = nullptr;
 };
 
 // Listener owners come from the fd inventory, which a scan without node sources does not take:

@@ -11,6 +11,7 @@
 
 #include "model/result.h"
 #include "sources/netns/netns_guard.h"
+#include "sources/netns/netns_workers.h"
 #include "sources/sockdiag/unix_diag.h"
 
 namespace ad {
@@ -321,7 +322,7 @@ void ZdsNodeSource::Collect(NodeSnapshot& snapshot) {
 
   ZdsSocketState zds;
   UnixSocketSweep sweep;
-  std::jthread([&] {
+  NetnsWorkers::Shared().Run([&] {
     sweep.Dump(netns_path);
     zds = MatchZdsSockets(sweep.sockets(), options_.socket_path, file);
     if (!zds.listener_found) return;  // nothing to follow: stays one dump
@@ -331,11 +332,22 @@ void ZdsNodeSource::Collect(NodeSnapshot& snapshot) {
     const std::vector<int>& cni_pids = inventory.SocketOwners(zds.listener.inode);
     const bool sweep_all = cni_pids.empty();
     std::vector<uint64_t> wanted;
+    std::unordered_map<uint64_t, bool> protocols;  // kept: the sockets istio-cni still holds
     for (int pid : cni_pids) {
-      for (uint64_t inode : SocketInodesByProtocol(options_.proc_root, pid, "UNIX")) {
+      const ProcessFds* process = inventory.Find(pid);
+      const std::vector<uint64_t> none;
+      const std::vector<uint64_t>& held = process != nullptr ? process->socket_inodes : none;
+      for (uint64_t inode : SocketInodesByProtocolCached(options_.proc_root, pid, "UNIX", held,
+                                                         cni_socket_protocols_)) {
         wanted.push_back(inode);
       }
+      for (uint64_t inode : held) {
+        if (auto it = cni_socket_protocols_.find(inode); it != cni_socket_protocols_.end()) {
+          protocols.insert(*it);
+        }
+      }
     }
+    cni_socket_protocols_ = std::move(protocols);
     std::vector<uint64_t> missing_clients;
     for (const UnixSocket& client : zds.clients) {
       if (!sweep.Located(client.inode)) missing_clients.push_back(client.inode);
@@ -352,7 +364,7 @@ void ZdsNodeSource::Collect(NodeSnapshot& snapshot) {
       dumped_more |= sweep.Dump(candidate);
     }
     if (dumped_more) zds = MatchZdsSockets(sweep.sockets(), options_.socket_path, file);
-  }).join();
+  });
   sweep.AppendErrors(&errors);
 
   std::vector<uint64_t> connections = ConnectionInodes(zds);

@@ -10,6 +10,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "model/snapshot.h"
@@ -74,6 +75,9 @@ class ZdsNodeSource : public NodeSource {
   std::vector<uint64_t> last_netns_inodes_;  // sorted: the node's netns at the last collection
   std::vector<uint64_t> last_connections_;   // sorted: ZDS socket inodes (ConnectionInodes)
   std::map<int, std::vector<uint64_t>> ztunnel_sockets_;  // by pid, of the last collection
+  // istio-cni's sockets by inode: whether each is AF_UNIX datagram/seqpacket ("UNIX"), learnt
+  // once per socket (SocketInodesByProtocolCached), kept while istio-cni holds it.
+  std::unordered_map<uint64_t, bool> cni_socket_protocols_;
 };
 
 }  // namespace ad

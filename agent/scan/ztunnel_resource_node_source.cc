@@ -4,11 +4,13 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <chrono>
 #include <thread>
 #include <utility>
 
 #include "model/result.h"
 #include "sources/netns/netns_guard.h"
+#include "sources/netns/netns_workers.h"
 #include "sources/proc/process_resources.h"
 #include "sources/sockdiag/inet_diag.h"
 
@@ -23,12 +25,12 @@ struct CloseWaitDump {
 };
 
 // CLOSE_WAIT TCP sockets in each netns of `batch` (key, path), filtered by state in the kernel,
-// kept when `owned` holds their inode. One thread enters each netns in turn through a NetnsGuard.
+// kept when `owned` holds their inode. One worker enters each netns in turn through a NetnsGuard.
 // A netns that is gone (or fails) has no count.
 CloseWaitDump DumpCloseWait(const std::vector<std::pair<uint64_t, std::string>>& batch,
                             const std::vector<uint64_t>& owned, uint64_t* dumps) {
   CloseWaitDump out;
-  std::jthread([&] {
+  NetnsWorkers::Shared().Run([&] {
     int failures = 0;
     for (const auto& [key, path] : batch) {
       auto guard = NetnsGuard::Enter(path);
@@ -52,7 +54,7 @@ CloseWaitDump DumpCloseWait(const std::vector<std::pair<uint64_t, std::string>>&
     if (failures > 1) {
       out.errors.back().message += " (and " + std::to_string(failures - 1) + " more netns)";
     }
-  }).join();
+  });
   return out;
 }
 
@@ -80,6 +82,16 @@ void ZtunnelResourceNodeSource::CountCloseWait(const ProcessNetnsFds& process,
     return;
   }
   Trend trend = std::move(old->second);
+  const auto now = std::chrono::steady_clock::now();
+  if (options_.close_wait_min_interval.count() > 0 &&
+      now - trend.dumped_at < options_.close_wait_min_interval) {
+    usage.close_wait_counts = trend.counts;
+    usage.close_wait_netns = trend.round_netns;
+    usage.close_wait_truncated = trend.truncated;
+    trends.emplace(process.pid, std::move(trend));
+    return;
+  }
+  trend.dumped_at = now;
   // Its own netns every time, the pod netns it holds in rotation: a round is complete once each
   // was counted, and only a complete round adds a count to the trend.
   constexpr uint64_t kOwnNetns = 0;
@@ -127,6 +139,7 @@ void ZtunnelResourceNodeSource::CountCloseWait(const ProcessNetnsFds& process,
   }
   usage.close_wait_counts = trend.counts;
   usage.close_wait_netns = trend.round_netns;
+  trend.truncated = usage.close_wait_truncated;
   trends.emplace(process.pid, std::move(trend));
 }
 

@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "sources/netns/netns_guard.h"
+#include "sources/netns/netns_workers.h"
 #include "sources/sockdiag/netlink_messages.h"
 #include "sources/sockdiag/sock_diag_socket.h"
 
@@ -101,7 +102,7 @@ Result<std::vector<LiveSocketStats>> ReadLiveTcpSockets(const std::string& netns
   }
   const auto inode = static_cast<uint32_t>(st.st_ino);
   std::optional<Result<std::vector<LiveSocketStats>>> result;
-  std::thread worker([&] {
+  NetnsWorkers::Shared().Run([&] {
     Result<NetnsGuard> guard = NetnsGuard::Enter(netns_path);
     if (!guard.ok()) {
       result.emplace(guard.error());
@@ -129,7 +130,6 @@ Result<std::vector<LiveSocketStats>> ReadLiveTcpSockets(const std::string& netns
     }
     result.emplace(std::move(all));
   });
-  worker.join();
   return std::move(*result);
 }
 

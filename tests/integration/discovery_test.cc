@@ -167,5 +167,54 @@ TEST_F(DiscoveryTest, OutputIsDeterministic) {
   }
 }
 
+// A daemon's repeated discoveries: paths seen before cost one stat(), yet an unmounted netns (its
+// file left behind) and a different netns mounted at a known path are found like the first time.
+TEST_F(DiscoveryTest, CacheTakesKnownMountsOnOneStatAndStillSeesUnmountAndRemount) {
+  ScopedNetns a("disc");
+  ScopedNetns b("disc");
+  ScopedNetns other("disc");
+  ASSERT_TRUE(a.ok() && b.ok() && other.ok());
+  DiscoveryOptions options;
+  options.proc_root = "";
+  options.netns_dirs = {"/run/netns"};
+  options.name_glob = GlobFor(a);
+  std::vector<SourceError> warnings;
+  DiscoveryCache cache;
+  const auto uncached = DiscoverNetns(options, &warnings);
+  const auto first = DiscoverNetns(options, &warnings, &cache);
+  EXPECT_EQ(cache.hits, 0u);
+  EXPECT_EQ(cache.checks, 3u);
+  const auto second = DiscoverNetns(options, &warnings, &cache);
+  EXPECT_EQ(cache.hits, 3u);
+  EXPECT_EQ(cache.checks, 3u);
+  ASSERT_EQ(second.size(), uncached.size());
+  for (size_t i = 0; i < second.size(); ++i) {
+    EXPECT_EQ(second[i].inode, uncached[i].inode);
+    EXPECT_EQ(second[i].paths, uncached[i].paths);
+  }
+  const uint64_t b_inode = testing::InodeOf(b.path());
+  const uint64_t other_inode = testing::InodeOf(other.path());
+  auto inodes = [](const std::vector<NetnsRecord>& records) {
+    std::vector<uint64_t> out;
+    for (const NetnsRecord& r : records) out.push_back(r.inode);
+    std::sort(out.begin(), out.end());
+    return out;
+  };
+
+  // b's file stays, its mount goes: no longer a netns. Then other's netns is mounted there.
+  ASSERT_EQ(std::system(("umount " + b.path()).c_str()), 0);
+  auto after_umount = inodes(DiscoverNetns(options, &warnings, &cache));
+  EXPECT_EQ(std::count(after_umount.begin(), after_umount.end(), b_inode), 0);
+  EXPECT_EQ(after_umount.size(), 2u);
+  ASSERT_EQ(std::system(("mount --bind " + other.path() + " " + b.path()).c_str()), 0);
+  const auto remounted = DiscoverNetns(options, &warnings, &cache);
+  const auto it = std::find_if(remounted.begin(), remounted.end(),
+                               [&](const NetnsRecord& r) { return r.inode == other_inode; });
+  ASSERT_NE(it, remounted.end());
+  EXPECT_NE(std::find(it->paths.begin(), it->paths.end(), b.path()), it->paths.end());
+  const auto remounted_inodes = inodes(remounted);
+  EXPECT_EQ(std::count(remounted_inodes.begin(), remounted_inodes.end(), b_inode), 0);
+}
+
 }  // namespace
 }  // namespace ad

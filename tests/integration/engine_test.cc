@@ -241,6 +241,58 @@ TEST_F(EngineTest, RelistenAllReadsOnlyTheListenersOfTheOtherNetns) {
   }
 }
 
+TEST_F(EngineTest, RelistenReadsOnlyTheListenersOfTheNetnsNamed) {
+  testing::ScopedNetns second("engine");
+  ASSERT_TRUE(second.ok());
+  EngineConfig config = config_;
+  config.discovery.name_glob = "adt-engine-" + std::to_string(::getpid()) + "-*";
+  auto inspector = std::make_unique<ScriptedInspector>();
+  ScriptedInspector* script = inspector.get();
+  script->SetNext(Readable());
+  Engine engine(config, std::move(inspector));
+  ASSERT_EQ(engine.Step().snapshot.netns.size(), 2u);
+  const uint64_t second_inode = testing::InodeOf(second.path());
+  StepPlan relisten{
+      .full = false, .node_sources = false, .relisten = {second_inode}, .skip_if_unchanged = true};
+  EXPECT_TRUE(engine.Step(relisten).unchanged);
+  EXPECT_EQ(script->relistens(), 1);
+  NetnsSnapshot listening = Readable();
+  listening.listeners.push_back(ListeningSocket{.address = "0.0.0.0", .port = 15008, .inode = 7});
+  script->SetNext(listening);
+  EngineStep step = engine.Step(relisten);
+  EXPECT_FALSE(step.unchanged) << "a listener appeared in the netns named";
+  EXPECT_EQ(script->relistens(), 2);
+  for (const NetnsSnapshot& netns : step.snapshot.netns) {
+    EXPECT_EQ(netns.listeners.size(), netns.netns.inode == second_inode ? 1u : 0u);
+  }
+}
+
+// Pure: the netns a ztunnel holds without an owned HBONE listener, nothing else.
+TEST(AwaitingListenersTest, HeldWithoutAnOwnedHboneListener) {
+  NodeSnapshot snapshot;
+  auto netns = [&](uint64_t inode, std::vector<ListeningSocket> listeners) {
+    NetnsSnapshot& n = snapshot.netns.emplace_back();
+    n.netns.inode = inode;
+    n.listeners = std::move(listeners);
+  };
+  netns(1, {});  // host
+  snapshot.netns.back().netns.is_host = true;
+  netns(2, {});                                                                // ztunnel's own
+  netns(3, {ListeningSocket{.port = 15008, .inode = 30, .owner_pids = {9}}});  // handed off
+  netns(4, {});                                                                // awaiting
+  netns(5, {ListeningSocket{.port = 15008, .inode = 50}});  // a listener nobody owns (yet)
+  netns(6, {ListeningSocket{.port = 15001, .inode = 60, .owner_pids = {9}}});  // no HBONE one
+  netns(7, {});  // not held: a pending hand-off is ZDS's business, not the listeners'
+  ProcessNetnsFds ztunnel{.pid = 9, .role = ProcessRole::kZtunnel, .own_netns_inode = 2};
+  ztunnel.netns_fd_inodes = {1, 2, 3, 4, 5, 6};
+  snapshot.processes.push_back(ztunnel);
+  ProcessNetnsFds cni{.pid = 8, .role = ProcessRole::kIstioCni, .netns_fd_inodes = {7}};
+  snapshot.processes.push_back(cni);
+  EXPECT_EQ(AwaitingListeners(snapshot), (std::set<uint64_t>{4, 5, 6}));
+  snapshot.processes.clear();
+  EXPECT_TRUE(AwaitingListeners(snapshot).empty()) << "no ztunnel, nothing awaited";
+}
+
 TEST_F(EngineTest, ComposeScanFollowsTheConfig) {
   EngineConfig config = config_;
   config.cni_conf_dir.clear();     // --cni-conf-dir off

@@ -15,6 +15,8 @@
 #include <chrono>
 #include <string>
 #include <thread>
+#include <unordered_map>
+#include <vector>
 
 #include "child_process_util.h"
 #include "netns_test_util.h"
@@ -297,6 +299,42 @@ TEST(FdInventoryLive, NetnsFdReceivedOverScmRightsIsFound) {
   const ProcessFds* self = inventory.Find(::getpid());
   ASSERT_NE(self, nullptr);
   EXPECT_TRUE(self->netns_fd_inodes.empty());
+}
+
+// istio-cni's "UNIX" sockets, learnt once per socket: with every held inode known the fd
+// directory is not read at all (a proc root that does not exist still answers), and a new inode
+// reads it again.
+TEST(FdInventoryLive, SocketProtocolsAreLearntOncePerSocket) {
+  UniqueFd datagram(::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  UniqueFd tcp(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  ASSERT_TRUE(datagram.valid() && tcp.valid());
+  auto inode_of = [](int fd) {
+    struct stat st {};
+    return ::fstat(fd, &st) == 0 ? static_cast<uint64_t>(st.st_ino) : 0;
+  };
+  std::vector<uint64_t> held = {inode_of(datagram.get()), inode_of(tcp.get())};
+  std::sort(held.begin(), held.end());
+  std::unordered_map<uint64_t, bool> known;
+  const auto first = SocketInodesByProtocolCached("/proc", ::getpid(), "UNIX", held, known);
+  EXPECT_NE(std::find(first.begin(), first.end(), inode_of(datagram.get())), first.end());
+  EXPECT_EQ(std::find(first.begin(), first.end(), inode_of(tcp.get())), first.end());
+  EXPECT_EQ(known.at(inode_of(datagram.get())), true);
+  EXPECT_EQ(known.at(inode_of(tcp.get())), false);
+
+  const auto cached =
+      SocketInodesByProtocolCached("/nonexistent-proc", ::getpid(), "UNIX", held, known);
+  EXPECT_EQ(cached, (std::vector<uint64_t>{inode_of(datagram.get())}));
+
+  UniqueFd another(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
+  ASSERT_TRUE(another.valid());
+  held.push_back(inode_of(another.get()));
+  std::sort(held.begin(), held.end());
+  EXPECT_TRUE(
+      SocketInodesByProtocolCached("/nonexistent-proc", ::getpid(), "UNIX", held, known).empty())
+      << "a new inode reads the fd directory (here: one that does not exist)";
+  const auto reread = SocketInodesByProtocolCached("/proc", ::getpid(), "UNIX", held, known);
+  EXPECT_NE(std::find(reread.begin(), reread.end(), inode_of(another.get())), reread.end());
+  EXPECT_EQ(known.at(inode_of(another.get())), true);
 }
 
 }  // namespace

@@ -68,9 +68,16 @@ std::string ReadCandidate(int dir_fd, const std::string& name, size_t max_bytes,
     return "too large to check (" + std::to_string(st.st_size) + " bytes, limit " +
            std::to_string(max_bytes) + ")";
   }
-  bytes.resize(max_bytes + 1);
+  // Sized by fstat (one byte more shows a file that grew), not by the limit: a 1 MiB buffer
+  // zeroed on every poll was a tenth of the idle daemon's CPU. A file that grew gets more room,
+  // up to the limit.
+  bytes.resize(std::min(static_cast<size_t>(st.st_size), max_bytes) + 1);
   size_t got = 0;
-  while (got < bytes.size()) {
+  for (;;) {
+    if (got == bytes.size()) {
+      if (bytes.size() > max_bytes) break;
+      bytes.resize(std::min(bytes.size() * 2, max_bytes + 1));
+    }
     const ssize_t n = ::read(fd.get(), bytes.data() + got, bytes.size() - got);
     if (n < 0) {
       if (errno == EINTR) continue;

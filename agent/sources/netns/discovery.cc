@@ -29,7 +29,7 @@ struct DirCloser {
 };
 using DirHandle = std::unique_ptr<DIR, DirCloser>;
 
-using NetnsKey = std::pair<uint64_t, uint64_t>;  // (dev, inode)
+using NetnsKey = DiscoveryCache::Key;
 
 // A file is a network namespace when it lives on nsfs and nsfs says it is a net namespace.
 // Plain files left behind in a netns dir (e.g. after an unmount) are skipped.
@@ -82,8 +82,10 @@ void AddPath(NetnsRecord& record, const std::string& path) {
   }
 }
 
+// `cache`: what the last discovery found by path (read), what this one finds (`found`).
 void ScanNetnsDir(const std::string& dir_path, const std::string& name_glob, Collector* collector,
-                  std::vector<SourceError>* warnings) {
+                  std::vector<SourceError>* warnings, DiscoveryCache* cache,
+                  std::map<std::string, NetnsKey>* found) {
   DirHandle dir(::opendir(dir_path.c_str()));
   if (!dir) {
     if (errno != ENOENT) {  // an absent runtime dir is normal (no containerd / no CRI-O)
@@ -105,9 +107,24 @@ void ScanNetnsDir(const std::string& dir_path, const std::string& name_glob, Col
   std::sort(names.begin(), names.end());
   for (const std::string& name : names) {
     const std::string path = dir_path + "/" + name;
+    if (cache != nullptr) {
+      // stat() follows the bind mount: the nsfs identity while the netns is mounted there.
+      struct stat st {};
+      auto known = cache->by_path.find(path);
+      if (known != cache->by_path.end() &&
+          ::fstatat(::dirfd(dir.get()), name.c_str(), &st, 0) == 0 &&
+          NetnsKey{st.st_dev, st.st_ino} == known->second) {
+        ++cache->hits;
+        AddPath(collector->At(known->second), path);
+        found->emplace(path, known->second);
+        continue;
+      }
+      ++cache->checks;
+    }
     int error = 0;
     if (auto key = NetnsFileKey(::dirfd(dir.get()), name, &error)) {
       AddPath(collector->At(*key), path);
+      if (found != nullptr) found->emplace(path, *key);
     } else if (error != 0 && error != ENOENT) {
       warnings->push_back(ErrnoError(kSource, "open(" + path + ")", error));
     }
@@ -179,15 +196,17 @@ Result<NetnsRecord> NetnsRecordForPath(const std::string& path) {
 }
 
 std::vector<NetnsRecord> DiscoverNetns(const DiscoveryOptions& options,
-                                       std::vector<SourceError>* warnings) {
+                                       std::vector<SourceError>* warnings, DiscoveryCache* cache) {
   std::vector<SourceError> ignored;
   if (warnings == nullptr) {
     warnings = &ignored;
   }
   Collector collector;
+  std::map<std::string, NetnsKey> found;
   for (const std::string& dir : options.netns_dirs) {
-    ScanNetnsDir(dir, options.name_glob, &collector, warnings);
+    ScanNetnsDir(dir, options.name_glob, &collector, warnings, cache, &found);
   }
+  if (cache != nullptr) cache->by_path = std::move(found);
   if (!options.proc_root.empty()) {
     ScanProc(options.proc_root, &collector, warnings);
   }

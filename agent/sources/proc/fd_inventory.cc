@@ -423,12 +423,15 @@ FdInventory FdInventoryCache::Take(const RereadPredicate& reread) {
   return inventory;
 }
 
-std::vector<uint64_t> SocketInodesByProtocol(const std::string& proc_root, int pid,
-                                             std::string_view protocol) {
-  std::vector<uint64_t> inodes;
+namespace {
+
+// Calls `visit(inode, protocol name)` for every socket fd of `pid` (nothing when its fd
+// directory cannot be read).
+template <typename Visit>
+void ForEachSocketProtocol(const std::string& proc_root, int pid, Visit&& visit) {
   const std::string fd_path = proc_root + "/" + std::to_string(pid) + "/fd";
   DirHandle dir(::opendir(fd_path.c_str()));
-  if (!dir) return inodes;
+  if (!dir) return;
   char target[64];
   char name[64];
   while (dirent* entry = ::readdir(dir.get())) {
@@ -444,12 +447,47 @@ std::vector<uint64_t> SocketInodesByProtocol(const std::string& proc_root, int p
     // The kernel includes the terminating NUL.
     std::string_view protocol_name(name, static_cast<size_t>(name_length));
     if (protocol_name.ends_with('\0')) protocol_name.remove_suffix(1);
-    if (protocol_name != protocol) continue;
-    if (auto inode = ParseInt<uint64_t>(link.substr(8, link.size() - 9))) inodes.push_back(*inode);
+    if (auto inode = ParseInt<uint64_t>(link.substr(8, link.size() - 9))) {
+      visit(*inode, protocol_name);
+    }
   }
+}
+
+}  // namespace
+
+std::vector<uint64_t> SocketInodesByProtocol(const std::string& proc_root, int pid,
+                                             std::string_view protocol) {
+  std::vector<uint64_t> inodes;
+  ForEachSocketProtocol(proc_root, pid, [&](uint64_t inode, std::string_view name) {
+    if (name == protocol) inodes.push_back(inode);
+  });
   std::sort(inodes.begin(), inodes.end());
   inodes.erase(std::unique(inodes.begin(), inodes.end()), inodes.end());
   return inodes;
+}
+
+std::vector<uint64_t> SocketInodesByProtocolCached(const std::string& proc_root, int pid,
+                                                   std::string_view protocol,
+                                                   const std::vector<uint64_t>& held,
+                                                   std::unordered_map<uint64_t, bool>& known) {
+  const bool all_known =
+      std::all_of(held.begin(), held.end(), [&](uint64_t inode) { return known.contains(inode); });
+  if (all_known) {
+    std::vector<uint64_t> inodes;
+    for (uint64_t inode : held) {
+      if (known.at(inode)) inodes.push_back(inode);
+    }
+    return inodes;
+  }
+  // Only sockets seen are learnt: an unreadable directory (the process exited) teaches nothing.
+  std::vector<uint64_t> matching;
+  ForEachSocketProtocol(proc_root, pid, [&](uint64_t inode, std::string_view name) {
+    known[inode] = name == protocol;
+    if (name == protocol) matching.push_back(inode);
+  });
+  std::sort(matching.begin(), matching.end());
+  matching.erase(std::unique(matching.begin(), matching.end()), matching.end());
+  return matching;
 }
 
 bool ParseProcStat(std::string_view stat, std::string* comm, uint64_t* start_ticks) {

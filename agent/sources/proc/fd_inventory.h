@@ -131,6 +131,16 @@ class FdInventoryCache {
 std::vector<uint64_t> SocketInodesByProtocol(const std::string& proc_root, int pid,
                                              std::string_view protocol);
 
+// SocketInodesByProtocol for a process whose socket inodes are known (`held`, sorted: its fd
+// inventory). A socket's protocol never changes, so `known` (socket inode -> whether it is
+// `protocol`) answers for the inodes seen before and the fd directory is read (one readlink and
+// one getxattr per socket fd) only when `held` has a new one. Every inode read is added to
+// `known`; pruning it is the caller's (to the inodes still held).
+std::vector<uint64_t> SocketInodesByProtocolCached(const std::string& proc_root, int pid,
+                                                   std::string_view protocol,
+                                                   const std::vector<uint64_t>& held,
+                                                   std::unordered_map<uint64_t, bool>& known);
+
 // Parses /proc/<pid>/stat: comm (field 2, may hold spaces and ')') and starttime (field 22, clock
 // ticks since boot). False when the line is malformed. Pure, for tests.
 bool ParseProcStat(std::string_view stat, std::string* comm, uint64_t* start_ticks);

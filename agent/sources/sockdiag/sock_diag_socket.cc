@@ -8,6 +8,8 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <memory>
+#include <span>
 
 #include "sources/sockdiag/netlink_messages.h"
 
@@ -64,8 +66,11 @@ Result<std::vector<uint8_t>> DumpSockDiag(const UniqueFd& socket, std::span<cons
 
   std::vector<uint8_t> reply;
   // One receive buffer per thread: a fresh zeroed 64 KiB per dump (page faults included) cost
-  // about as much as the kernel's walk of the listening hash. Nothing here re-enters.
-  thread_local std::vector<uint8_t> datagram(kReceiveBufferBytes);
+  // about as much as the kernel's walk of the listening hash. Nothing here re-enters. Not zeroed:
+  // only the pages the kernel writes become resident (small dumps stay small).
+  thread_local const std::unique_ptr<uint8_t[]> buffer =
+      std::make_unique_for_overwrite<uint8_t[]>(kReceiveBufferBytes);
+  const std::span<uint8_t> datagram(buffer.get(), kReceiveBufferBytes);
   for (;;) {
     ssize_t received = 0;
     do {

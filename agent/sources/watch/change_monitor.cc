@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "sources/netns/netns_guard.h"
+#include "sources/netns/netns_workers.h"
 #include "sources/watch/legacy_fingerprint.h"
 
 namespace ad::watch {
@@ -119,7 +120,7 @@ std::optional<SourceError> ChangeMonitor::Watch(const NetnsRecord& record) {
   std::optional<SourceError> required_error;
   uint64_t optional_errors = 0;
   // setns() only on a worker thread: the owner thread never leaves its netns.
-  std::thread opener([&] {
+  NetnsWorkers::Shared().Run([&] {
     Result<NetnsGuard> guard = NetnsGuard::Enter(path);
     if (!guard.ok()) {
       required_error = guard.error();
@@ -147,7 +148,6 @@ std::optional<SourceError> ChangeMonitor::Watch(const NetnsRecord& record) {
       ++optional_errors;
     }
   });
-  opener.join();
   if (required_error) {
     ++counters_.watch_errors;
     return required_error;

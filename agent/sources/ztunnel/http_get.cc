@@ -16,6 +16,7 @@
 #include <utility>
 
 #include "sources/netns/netns_guard.h"
+#include "sources/netns/netns_workers.h"
 #include "sources/unique_fd.h"
 
 namespace ad::ztunnel {
@@ -126,12 +127,12 @@ Result<UniqueFd> OpenSocket(int family) {
   return fd;
 }
 
-// The socket must be created inside the target netns; only socket() runs there, on a short-lived
+// The socket must be created inside the target netns; only socket() runs there, on a netns
 // worker thread, so the caller's thread never changes netns. The socket stays in the target.
 Result<UniqueFd> OpenSocketIn(const std::string& netns_path, int family) {
   if (netns_path.empty()) return OpenSocket(family);
   std::optional<Result<UniqueFd>> opened;
-  std::thread worker([&] {
+  NetnsWorkers::Shared().Run([&] {
     auto guard = NetnsGuard::Enter(netns_path);
     if (!guard.ok()) {
       opened.emplace(guard.error());
@@ -139,7 +140,6 @@ Result<UniqueFd> OpenSocketIn(const std::string& netns_path, int family) {
     }
     opened.emplace(OpenSocket(family));
   });
-  worker.join();
   return std::move(*opened);
 }
 
