@@ -959,11 +959,18 @@ int RunServe(const std::vector<std::string>& args) {
   options.extra_findings = [flow_hub, flow_findings](const NodeSnapshot& snapshot,
                                                      const NodeAnalysis& analysis) {
     const FlowHub::Current current = flow_hub->Latest();
+    const FlowTracerStatus status = flow_hub->status();
+    // No flow to judge (a quiet node): the checks find nothing, so the pod join is not built
+    // (the daemon asks at every poll whether the flow findings changed).
+    if (status.enabled && status.available && current.view->open.empty() &&
+        current.view->closed.empty()) {
+      return std::vector<Finding>{};
+    }
     const int64_t now_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                                std::chrono::system_clock::now().time_since_epoch())
                                .count();
-    return FlowFindings(flow_hub->status(), *current.view, FlowContextOf(snapshot, analysis.netns),
-                        now_ns, flow_findings);
+    return FlowFindings(status, *current.view, FlowContextOf(snapshot, analysis.netns), now_ns,
+                        flow_findings);
   };
   api::ApiServerOptions api_options;
   api_options.socket_path = flags.Get("api-socket", api::kDefaultSocketPath);
