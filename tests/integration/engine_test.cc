@@ -28,6 +28,19 @@ class EngineTest : public ::testing::Test {
     config_.cri = false;
   }
 
+  // An engine over this test's netns (every "adt-engine-<pid>-*"), reading through a scripted
+  // inspector that returns `first` until told otherwise; its first full step has run.
+  std::unique_ptr<Engine> ScriptedEngine(NetnsSnapshot first, ScriptedInspector** script) {
+    EngineConfig config = config_;
+    config.discovery.name_glob = "adt-engine-" + std::to_string(::getpid()) + "-*";
+    auto inspector = std::make_unique<ScriptedInspector>();
+    *script = inspector.get();
+    inspector->SetNext(std::move(first));
+    auto engine = std::make_unique<Engine>(config, std::move(inspector));
+    (void)engine->Step();
+    return engine;
+  }
+
   std::unique_ptr<testing::ScopedNetns> netns_;
   EngineConfig config_;
 };
@@ -244,13 +257,9 @@ TEST_F(EngineTest, RelistenAllReadsOnlyTheListenersOfTheOtherNetns) {
 TEST_F(EngineTest, RelistenReadsOnlyTheListenersOfTheNetnsNamed) {
   testing::ScopedNetns second("engine");
   ASSERT_TRUE(second.ok());
-  EngineConfig config = config_;
-  config.discovery.name_glob = "adt-engine-" + std::to_string(::getpid()) + "-*";
-  auto inspector = std::make_unique<ScriptedInspector>();
-  ScriptedInspector* script = inspector.get();
-  script->SetNext(Readable());
-  Engine engine(config, std::move(inspector));
-  ASSERT_EQ(engine.Step().snapshot.netns.size(), 2u);
+  ScriptedInspector* script = nullptr;
+  std::unique_ptr<Engine> scripted = ScriptedEngine(Readable(), &script);
+  Engine& engine = *scripted;
   const uint64_t second_inode = testing::InodeOf(second.path());
   StepPlan relisten{
       .full = false, .node_sources = false, .relisten = {second_inode}, .skip_if_unchanged = true};
