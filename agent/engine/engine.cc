@@ -20,6 +20,9 @@
 namespace ad {
 namespace {
 
+constexpr uint8_t kTcp = 6;             // ListeningSocket::protocol
+constexpr uint16_t kHbonePort = 15008;  // ztunnel's in-pod HBONE listener
+
 // The first error of each node-wide source in this snapshot.
 std::map<SourceKind, std::string> DegradedSources(const NodeSnapshot& snapshot) {
   std::map<SourceKind, std::string> degraded;
@@ -244,7 +247,8 @@ std::set<uint64_t> AwaitingListeners(const NodeSnapshot& snapshot) {
     if (netns.netns.is_host || netns.unreadable || !held.contains(netns.netns.inode)) continue;
     const bool listening =
         std::any_of(netns.listeners.begin(), netns.listeners.end(), [](const auto& listener) {
-          return listener.protocol == 6 && listener.port == 15008 && !listener.owner_pids.empty();
+          return listener.protocol == kTcp && listener.port == kHbonePort &&
+                 !listener.owner_pids.empty();
         });
     if (!listening) awaiting.insert(netns.netns.inode);
   }

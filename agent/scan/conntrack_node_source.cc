@@ -1,7 +1,6 @@
 #include "scan/conntrack_node_source.h"
 
 #include <algorithm>
-#include <thread>
 #include <utility>
 
 #include "sources/netns/netns_guard.h"

@@ -8,7 +8,6 @@
 #include <climits>
 #include <cstdlib>
 #include <map>
-#include <thread>
 #include <utility>
 #include <vector>
 

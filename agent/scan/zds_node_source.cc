@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <set>
-#include <thread>
 #include <unordered_map>
 #include <unordered_set>
 

@@ -12,7 +12,6 @@
 #include <cstdio>
 #include <cstring>
 #include <optional>
-#include <thread>
 #include <utility>
 
 #include "sources/netns/netns_guard.h"
