@@ -41,11 +41,6 @@ std::map<SourceKind, std::string> DegradedSources(const NodeSnapshot& snapshot) 
 
 // What a partial step compares to decide that nothing changed: per netns its record and its
 // listeners' owners (the node sources attribute them), in discovery order.
-struct NetnsInputs {
-  NetnsRecord record;
-  std::vector<std::vector<int>> listener_owners;
-  bool operator==(const NetnsInputs&) const = default;
-};
 
 // The netns read again (`dirty`) found what their previous reads found. `previous` is the step
 // before, whose netns the scan did not move out because it read them again.
@@ -105,14 +100,30 @@ bool SameListeners(const NodeSnapshot& now, const std::vector<NetnsSnapshot>& be
   return true;
 }
 
-std::vector<NetnsInputs> InputsOf(const NodeSnapshot& snapshot) {
-  std::vector<NetnsInputs> inputs;
-  inputs.reserve(snapshot.netns.size());
+// What a partial step takes over unread from discovery and the fd inventory for every netns (its
+// record, its listeners' owners), as one exact byte string: compared across a quiet poll, it
+// costs one allocation where a copy of the records cost several per netns.
+std::string InputsOf(const NodeSnapshot& snapshot) {
+  std::string inputs;
+  auto append = [&inputs](const auto& value) {
+    inputs.append(reinterpret_cast<const char*>(&value), sizeof(value));
+  };
   for (const NetnsSnapshot& netns : snapshot.netns) {
-    NetnsInputs& in = inputs.emplace_back();
-    in.record = netns.netns;
+    const NetnsRecord& record = netns.netns;
+    append(record.dev);
+    append(record.inode);
+    append(record.is_host);
+    append(record.paths.size());
+    for (const std::string& path : record.paths) {
+      append(path.size());
+      inputs.append(path);
+    }
+    append(record.pids.size());
+    for (int pid : record.pids) append(pid);
+    append(netns.listeners.size());
     for (const ListeningSocket& listener : netns.listeners) {
-      in.listener_owners.push_back(listener.owner_pids);
+      append(listener.owner_pids.size());
+      for (int pid : listener.owner_pids) append(pid);
     }
   }
   return inputs;
@@ -123,16 +134,17 @@ bool IsZtunnelListenerPort(uint16_t port) {
   return port == 15001 || port == 15006 || port == 15008 || port == 15053;
 }
 
-// Socket inodes of ztunnel-port listeners that had owners (from the fd inventory).
-std::set<uint64_t> OwnedZtunnelListeners(const NodeSnapshot& snapshot) {
-  std::set<uint64_t> inodes;
+// Socket inodes of ztunnel-port listeners that had owners (from the fd inventory), sorted.
+std::vector<uint64_t> OwnedZtunnelListeners(const NodeSnapshot& snapshot) {
+  std::vector<uint64_t> inodes;
   for (const NetnsSnapshot& netns : snapshot.netns) {
     for (const ListeningSocket& listener : netns.listeners) {
       if (IsZtunnelListenerPort(listener.port) && !listener.owner_pids.empty()) {
-        inodes.insert(listener.inode);
+        inodes.push_back(listener.inode);
       }
     }
   }
+  std::sort(inodes.begin(), inodes.end());
   return inodes;
 }
 
@@ -140,14 +152,15 @@ std::set<uint64_t> OwnedZtunnelListeners(const NodeSnapshot& snapshot) {
 // before has no owner in this poll's fd inventory, its owner closed it (or exited): the socket is
 // gone, but the copy would still show it, marked 0x539. Such netns get their listeners read again
 // now, so a ztunnel that drops an in-pod listener (e.g. its DNS proxy) is seen within one poll.
-void RereadOrphanedListeners(const std::set<uint64_t>& owned_before,
+void RereadOrphanedListeners(const std::vector<uint64_t>& owned_before,
                              const std::set<uint64_t>& read_now, NodeSnapshot& snapshot,
                              NetnsInspector& inspector) {
   for (NetnsSnapshot& netns : snapshot.netns) {
     if (read_now.contains(netns.netns.inode) || netns.unreadable) continue;
     const bool orphaned =
         std::any_of(netns.listeners.begin(), netns.listeners.end(), [&](const auto& listener) {
-          return listener.owner_pids.empty() && owned_before.contains(listener.inode);
+          return listener.owner_pids.empty() &&
+                 std::binary_search(owned_before.begin(), owned_before.end(), listener.inode);
         });
     if (!orphaned) continue;
     NetnsSnapshot before;
@@ -286,7 +299,7 @@ EngineStep Engine::Step(const StepPlan& plan) {
   } else {
     // The previous step's inputs, taken before the scan moves its netns out.
     const bool may_skip = plan.skip_if_unchanged && last_usable_ && history_.size() == 0;
-    std::vector<NetnsInputs> inputs_before;
+    std::string inputs_before;
     std::vector<NetnsSnapshot> relistened_before;  // listeners are refreshed in place
     std::set<uint64_t> relisten = plan.relisten;
     if (plan.node_sources) relisten.merge(AwaitingListeners(*last_snapshot_));
@@ -297,7 +310,7 @@ EngineStep Engine::Step(const StepPlan& plan) {
             ListenersOf(*last_snapshot_, plan.dirty_netns, plan.relisten_all ? nullptr : &relisten);
       }
     }
-    std::set<uint64_t> owned_before;
+    std::vector<uint64_t> owned_before;
     if (plan.node_sources) owned_before = OwnedZtunnelListeners(*last_snapshot_);
     ScanReuse reuse{.previous = &*last_snapshot_,
                     .reinspect = plan.dirty_netns,

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <set>
+#include <span>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -157,7 +158,8 @@ std::vector<ProcessNetnsFds> AttributeOwners(const FdInventory& inventory, ZdsSo
   std::set<int> cni_pids;
   std::set<int> ztunnel_pids;
   auto owners = [&inventory](UnixSocket& socket, std::set<int>* role_pids) {
-    socket.owner_pids = inventory.SocketOwners(socket.inode);
+    const std::span<const int> pids = inventory.SocketOwners(socket.inode);
+    socket.owner_pids.assign(pids.begin(), pids.end());
     role_pids->insert(socket.owner_pids.begin(), socket.owner_pids.end());
   };
   if (zds->listener_found) owners(zds->listener, &cni_pids);
@@ -197,7 +199,8 @@ std::vector<ProcessNetnsFds> AttributeOwners(const FdInventory& inventory, ZdsSo
 
   for (NetnsSnapshot& snapshot : *netns) {
     for (ListeningSocket& listener : snapshot.listeners) {
-      listener.owner_pids = inventory.SocketOwners(listener.inode);
+      const std::span<const int> pids = inventory.SocketOwners(listener.inode);
+      listener.owner_pids.assign(pids.begin(), pids.end());
       SortUnique(&listener.owner_pids);
     }
   }
@@ -328,7 +331,7 @@ void ZdsNodeSource::Collect(NodeSnapshot& snapshot) {
     // Sockets still to locate: istio-cni's AF_UNIX datagram/seqpacket sockets (its side of every
     // ZDS connection) and clients known only by inode. With istio-cni unknown (its fds hidden from
     // this proc root) completeness cannot be judged: every candidate netns is dumped.
-    const std::vector<int>& cni_pids = inventory.SocketOwners(zds.listener.inode);
+    const std::span<const int> cni_pids = inventory.SocketOwners(zds.listener.inode);
     const bool sweep_all = cni_pids.empty();
     std::vector<uint64_t> wanted;
     std::unordered_map<uint64_t, bool> protocols;  // kept: the sockets istio-cni still holds

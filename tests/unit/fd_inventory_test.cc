@@ -130,7 +130,8 @@ TEST_F(FakeProcRoot, ReadsIdentitySocketsAndNetnsFds) {
   EXPECT_TRUE(ztunnel->socket_inodes.empty());
   EXPECT_EQ(inventory.Find(250), nullptr);
   EXPECT_EQ(inventory.Find(300), nullptr);
-  EXPECT_EQ(inventory.SocketOwners(socket_a), std::vector<int>{100});
+  const std::span<const int> owners = inventory.SocketOwners(socket_a);
+  EXPECT_EQ(std::vector<int>(owners.begin(), owners.end()), std::vector<int>{100});
   EXPECT_TRUE(inventory.SocketOwners(1).empty());
 }
 

@@ -333,28 +333,37 @@ class InventoryReader {
 }  // namespace
 
 void FdInventory::BuildIndex() {
-  by_pid_.clear();
-  socket_owners_.clear();
-  for (size_t i = 0; i < processes.size(); ++i) {
-    by_pid_[processes[i].pid] = i;
-    for (uint64_t inode : processes[i].socket_inodes) {
-      socket_owners_[inode].push_back(processes[i].pid);
-    }
+  std::sort(processes.begin(), processes.end(),
+            [](const ProcessFds& a, const ProcessFds& b) { return a.pid < b.pid; });
+  size_t sockets = 0;
+  for (const ProcessFds& process : processes) sockets += process.socket_inodes.size();
+  std::vector<std::pair<uint64_t, int>> owners;
+  owners.reserve(sockets);
+  for (const ProcessFds& process : processes) {
+    for (uint64_t inode : process.socket_inodes) owners.emplace_back(inode, process.pid);
   }
-  for (auto& [inode, pids] : socket_owners_) {
-    std::sort(pids.begin(), pids.end());
+  std::sort(owners.begin(), owners.end());
+  owner_inodes_.clear();
+  owner_pids_.clear();
+  owner_inodes_.reserve(owners.size());
+  owner_pids_.reserve(owners.size());
+  for (const auto& [inode, pid] : owners) {
+    owner_inodes_.push_back(inode);
+    owner_pids_.push_back(pid);
   }
 }
 
 const ProcessFds* FdInventory::Find(int pid) const {
-  auto it = by_pid_.find(pid);
-  return it == by_pid_.end() ? nullptr : &processes[it->second];
+  auto it = std::lower_bound(processes.begin(), processes.end(), pid,
+                             [](const ProcessFds& process, int key) { return process.pid < key; });
+  return it == processes.end() || it->pid != pid ? nullptr : &*it;
 }
 
-const std::vector<int>& FdInventory::SocketOwners(uint64_t inode) const {
-  static const std::vector<int> kNone;
-  auto it = socket_owners_.find(inode);
-  return it == socket_owners_.end() ? kNone : it->second;
+std::span<const int> FdInventory::SocketOwners(uint64_t inode) const {
+  const auto [first, last] = std::equal_range(owner_inodes_.begin(), owner_inodes_.end(), inode);
+  return std::span<const int>(owner_pids_)
+      .subspan(static_cast<size_t>(first - owner_inodes_.begin()),
+               static_cast<size_t>(last - first));
 }
 
 FdInventory TakeFdInventory(const FdInventoryOptions& options) {

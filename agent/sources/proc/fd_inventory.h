@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -39,12 +40,14 @@ class FdInventory {
   // Call after filling `processes` (TakeFdInventory does).
   void BuildIndex();
   const ProcessFds* Find(int pid) const;
-  // Pids holding an fd on socket `inode` (sorted; empty when unknown).
-  const std::vector<int>& SocketOwners(uint64_t inode) const;
+  // Pids holding an fd on socket `inode` (sorted; empty when unknown). Valid until BuildIndex.
+  std::span<const int> SocketOwners(uint64_t inode) const;
 
  private:
-  std::unordered_map<int, size_t> by_pid_;
-  std::unordered_map<uint64_t, std::vector<int>> socket_owners_;
+  // Two flat arrays sorted by (inode, pid) rather than a node per socket: the daemon rebuilds
+  // this every poll for a few thousand sockets, and every node was garbage a poll later.
+  std::vector<uint64_t> owner_inodes_;
+  std::vector<int> owner_pids_;
 };
 
 // Reads every numeric entry under options.proc_root. Never fails as a whole: processes that exit
