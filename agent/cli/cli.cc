@@ -884,10 +884,11 @@ int RunServe(const std::vector<std::string>& args) {
   // The conntrack dump walks the kernel's whole table: about every 15 s (every 3rd poll at 5 s;
   // every poll when the interval is longer), the slack keeps a poll's jitter from skipping one.
   options.engine.probe_conntrack_min_interval_ms = 14'500;
-  // Each CLOSE_WAIT dump walks the whole TCP established hash (~1.5 ms a netns): counted about
-  // every 15 s, like conntrack (a round of 250 pod netns, 4 a collection, then takes ~16 min;
-  // growth is judged over 3 rounds; fd pressure is judged at every poll).
-  options.engine.close_wait_min_interval_ms = 14'500;
+  // Each CLOSE_WAIT dump walks the whole TCP established hash (~1.5 ms a netns, the idle
+  // daemon's largest single cost at 15 s): counted about every 30 s (a round of 250 pod netns, 4
+  // a collection, then takes ~31 min; growth is judged over 3 rounds, a leak like ztunnel#1629
+  // grows over hours; fd pressure is judged at every poll).
+  options.engine.close_wait_min_interval_ms = 29'500;
   const auto resync = PositiveDurationFlag(flags, "resync-interval", "60s");
   if (!resync) return kExitScanFailed;
   options.full_resync = std::chrono::milliseconds(*resync);

@@ -91,8 +91,9 @@ void ZtunnelResourceNodeSource::CountCloseWait(const ProcessNetnsFds& process,
     return;
   }
   trend.dumped_at = now;
-  // Its own netns every time, the pod netns it holds in rotation: a round is complete once each
-  // was counted, and only a complete round adds a count to the trend.
+  // Its own netns and the pod netns it holds, a few per collection: a round is complete once each
+  // was counted, and only a complete round adds a count to the trend. Every dump walks the whole
+  // TCP hash, so its own netns too is counted once a round (at the round's first collection).
   constexpr uint64_t kOwnNetns = 0;
   std::vector<uint64_t> pods;
   for (uint64_t inode : process.netns_fd_inodes) {
@@ -103,11 +104,17 @@ void ZtunnelResourceNodeSource::CountCloseWait(const ProcessNetnsFds& process,
     }
     pods.push_back(inode);
   }
-  std::vector<std::pair<uint64_t, std::string>> batch = {
-      {kOwnNetns, options_.proc_root + "/" + std::to_string(process.pid) + "/ns/net"}};
+  std::vector<std::pair<uint64_t, std::string>> batch;
+  if (!trend.visited.contains(kOwnNetns)) {
+    batch.emplace_back(kOwnNetns,
+                       options_.proc_root + "/" + std::to_string(process.pid) + "/ns/net");
+  }
+  size_t pods_in_batch = 0;
   for (uint64_t inode : pods) {
-    if (batch.size() > options_.close_wait_netns_per_scan) break;
-    if (!trend.visited.contains(inode)) batch.emplace_back(inode, path_by_inode.at(inode));
+    if (pods_in_batch >= options_.close_wait_netns_per_scan) break;
+    if (trend.visited.contains(inode)) continue;
+    batch.emplace_back(inode, path_by_inode.at(inode));
+    ++pods_in_batch;
   }
   CloseWaitDump dump = DumpCloseWait(batch, *owned, &close_wait_dumps_);
   usage.errors.insert(usage.errors.end(), dump.errors.begin(), dump.errors.end());

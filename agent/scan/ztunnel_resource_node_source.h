@@ -21,17 +21,17 @@ namespace ad {
 struct ZtunnelResourceOptions {
   std::string proc_root = "/proc";
   std::string cgroup_root = "/sys/fs/cgroup";  // with --host-root prepended
-  // CLOSE_WAIT sockets are counted in ztunnel's own netns at every collection and in the pod
-  // netns it holds (where its in-pod sockets live) in rotation, this many per collection; a
-  // count joins the trend once every pod netns was counted (a round). Pod netns past
-  // max_close_wait_netns are never counted (reported as truncated).
+  // CLOSE_WAIT sockets are counted in ztunnel's own netns and in the pod netns it holds (where
+  // its in-pod sockets live) in rotation: its own netns at a round's first collection, this many
+  // pod netns per collection; a count joins the trend once every netns was counted (a round). Pod
+  // netns past max_close_wait_netns are never counted (reported as truncated).
   size_t close_wait_netns_per_scan = 4;
   size_t max_close_wait_netns = 1024;
   size_t close_wait_window = 4;  // counts kept per ztunnel process (oldest dropped)
   bool close_wait = true;
   // A collection this soon after the last dumps of the same process reports its trend as it was
   // instead of dumping. Each dump walks the kernel's whole TCP established hash (shared by every
-  // netns, 256 Ki buckets on a 24 GiB node: ~1.5 ms here), so `serve` dumps about every 15 s.
+  // netns, 256 Ki buckets on a 24 GiB node: ~1.5 ms here), so `serve` dumps about every 30 s.
   std::chrono::milliseconds close_wait_min_interval{0};
 };
 
