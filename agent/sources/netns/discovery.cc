@@ -5,6 +5,7 @@
 #include <fnmatch.h>
 #include <linux/magic.h>
 #include <linux/nsfs.h>
+#include <poll.h>
 #include <sched.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
@@ -82,10 +83,23 @@ void AddPath(NetnsRecord& record, const std::string& path) {
   }
 }
 
+// Whether the mount table may have changed since the last call: true the first time (the watch
+// is opened then) and when it cannot be watched. Reading is not needed: poll() itself takes note.
+bool MountTableChanged(DiscoveryCache& cache) {
+  if (!cache.mount_table.valid()) {
+    cache.mount_table =
+        UniqueFd(::open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK));
+    return true;
+  }
+  pollfd watch{cache.mount_table.get(), POLLPRI, 0};
+  return ::poll(&watch, 1, 0) != 0;  // POLLERR | POLLPRI on a change; -1: cannot tell
+}
+
 // `cache`: what the last discovery found by path (read), what this one finds (`found`).
+// `mounts_quiet`: the mount table did not change since the last discovery.
 void ScanNetnsDir(const std::string& dir_path, const std::string& name_glob, Collector* collector,
-                  std::vector<SourceError>* warnings, DiscoveryCache* cache,
-                  std::map<std::string, NetnsKey>* found) {
+                  std::vector<SourceError>* warnings, DiscoveryCache* cache, bool mounts_quiet,
+                  std::map<std::string, DiscoveryCache::Entry>* found) {
   DirHandle dir(::opendir(dir_path.c_str()));
   if (!dir) {
     if (errno != ENOENT) {  // an absent runtime dir is normal (no containerd / no CRI-O)
@@ -93,7 +107,7 @@ void ScanNetnsDir(const std::string& dir_path, const std::string& name_glob, Col
     }
     return;
   }
-  std::vector<std::string> names;
+  std::vector<std::pair<std::string, uint64_t>> entries;  // name, d_ino
   while (dirent* entry = ::readdir(dir.get())) {
     std::string name = entry->d_name;
     if (name == "." || name == "..") {
@@ -102,29 +116,38 @@ void ScanNetnsDir(const std::string& dir_path, const std::string& name_glob, Col
     if (!name_glob.empty() && ::fnmatch(name_glob.c_str(), name.c_str(), 0) != 0) {
       continue;
     }
-    names.push_back(std::move(name));
+    entries.emplace_back(std::move(name), entry->d_ino);
   }
-  std::sort(names.begin(), names.end());
-  for (const std::string& name : names) {
+  std::sort(entries.begin(), entries.end());
+  for (const auto& [name, entry_inode] : entries) {
     const std::string path = dir_path + "/" + name;
     if (cache != nullptr) {
-      // stat() follows the bind mount: the nsfs identity while the netns is mounted there.
-      struct stat st {};
       auto known = cache->by_path.find(path);
-      if (known != cache->by_path.end() &&
-          ::fstatat(::dirfd(dir.get()), name.c_str(), &st, 0) == 0 &&
-          NetnsKey{st.st_dev, st.st_ino} == known->second) {
-        ++cache->hits;
-        AddPath(collector->At(known->second), path);
-        found->emplace(path, known->second);
-        continue;
+      if (known != cache->by_path.end()) {
+        DiscoveryCache::Entry entry = known->second;
+        bool same = mounts_quiet && entry_inode != 0 && entry.entry_inode == entry_inode;
+        if (same) {
+          ++cache->unstated;
+        } else {
+          // stat() follows the bind mount: the nsfs identity while the netns is mounted there.
+          struct stat st {};
+          same = ::fstatat(::dirfd(dir.get()), name.c_str(), &st, 0) == 0 &&
+                 NetnsKey{st.st_dev, st.st_ino} == entry.key;
+        }
+        if (same) {
+          ++cache->hits;
+          entry.entry_inode = entry_inode;
+          AddPath(collector->At(entry.key), path);
+          found->emplace(path, entry);
+          continue;
+        }
       }
       ++cache->checks;
     }
     int error = 0;
     if (auto key = NetnsFileKey(::dirfd(dir.get()), name, &error)) {
       AddPath(collector->At(*key), path);
-      if (found != nullptr) found->emplace(path, *key);
+      if (found != nullptr) found->emplace(path, DiscoveryCache::Entry{*key, entry_inode});
     } else if (error != 0 && error != ENOENT) {
       warnings->push_back(ErrnoError(kSource, "open(" + path + ")", error));
     }
@@ -202,9 +225,11 @@ std::vector<NetnsRecord> DiscoverNetns(const DiscoveryOptions& options,
     warnings = &ignored;
   }
   Collector collector;
-  std::map<std::string, NetnsKey> found;
+  std::map<std::string, DiscoveryCache::Entry> found;
+  // Checked before the directories are read: a mount after this is seen by the next discovery.
+  const bool mounts_quiet = cache != nullptr && !MountTableChanged(*cache);
   for (const std::string& dir : options.netns_dirs) {
-    ScanNetnsDir(dir, options.name_glob, &collector, warnings, cache, &found);
+    ScanNetnsDir(dir, options.name_glob, &collector, warnings, cache, mounts_quiet, &found);
   }
   if (cache != nullptr) cache->by_path = std::move(found);
   if (!options.proc_root.empty()) {
