@@ -21,6 +21,7 @@
 
 #include "lab/rules.h"
 #include "netns_test_util.h"
+#include "sources/watch/legacy_fingerprint.h"
 
 namespace ad::watch {
 namespace {
@@ -188,6 +189,35 @@ TEST_F(ChangeMonitorTest, IptablesLegacyAppendIsSeenByTheGate) {
   monitor_->PollLegacy(LegacyDepth::kGate);
   const DirtyReasons reasons = ExpectOnlyA(DirtyReason::kLegacyChanged);
   EXPECT_FALSE(HasReason(reasons, DirtyReason::kNftCommit));  // legacy has no nf_tables events
+}
+
+// In a netns without legacy tables the gate reads the IPv6 names only every
+// kIpv6QuietEvery-th time: an IPv4 table is seen by the next gate, an IPv6-only one within that
+// many gates, and a content hash (which reads both) sees it at once.
+TEST_F(ChangeMonitorTest, LegacyIpv6OnlyTableInAQuietNetnsIsSeenWithinTheQuietGates) {
+  REQUIRE_ROOT_AND_TOOLS();
+  if (!HaveTool("ip6tables-legacy")) GTEST_SKIP() << "ip6tables-legacy not installed";
+  StartTwo();
+  for (int gate = 0; gate < LegacyFingerprint::kIpv6QuietEvery; ++gate) {
+    monitor_->PollLegacy(LegacyDepth::kGate);  // quiet gates: the IPv6 part is reused
+  }
+  EXPECT_TRUE(Collect(*monitor_, milliseconds(100)).empty());
+  ASSERT_EQ(a_.Exec(std::string("ip6tables-legacy ") + kRedirect), 0);
+  int gates = 0;
+  std::map<uint64_t, std::vector<DirtyNetns>> reports;
+  while (gates < LegacyFingerprint::kIpv6QuietEvery && reports.empty()) {
+    monitor_->PollLegacy(LegacyDepth::kGate);
+    ++gates;
+    reports = Collect(*monitor_, milliseconds(50));
+  }
+  ASSERT_EQ(reports.size(), 1u) << "an IPv6-only table unseen after " << gates << " gates";
+  EXPECT_TRUE(reports.contains(RecordOf(a_).inode));
+  // b: the content hash reads IPv6 whatever the gate's turn.
+  ASSERT_EQ(b_.Exec(std::string("ip6tables-legacy ") + kRedirect), 0);
+  monitor_->PollLegacy(LegacyDepth::kContentHash);
+  reports = Collect(*monitor_, milliseconds(100));
+  EXPECT_TRUE(reports.contains(RecordOf(b_).inode));
+  EXPECT_FALSE(reports.contains(RecordOf(a_).inode));
 }
 
 TEST_F(ChangeMonitorTest, LegacySameSizeReplaceIsSeenOnlyByTheContentHash) {

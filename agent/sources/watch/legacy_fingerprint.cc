@@ -112,11 +112,13 @@ std::optional<SourceError> HashEntries(int socket_fd, const typename F::GetInfo&
   return std::nullopt;
 }
 
+// `tables` (optional): how many tables the family listed.
 template <typename F>
 std::optional<SourceError> HashFamily(int names_fd, int socket_fd, bool with_entries,
-                                      uint64_t* hash) {
+                                      uint64_t* hash, size_t* tables = nullptr) {
   Result<std::vector<std::string>> names = ReadNames<F>(names_fd);
   if (!names.ok()) return names.error();
+  if (tables != nullptr) *tables = names->size();
   HashValue(hash, F::kDomain);
   for (const std::string& table : *names) {
     HashBytes(hash, table.data(), table.size() + 1);
@@ -167,7 +169,36 @@ Result<LegacyFingerprint> LegacyFingerprint::Open() {
   return fingerprint;
 }
 
-Result<uint64_t> LegacyFingerprint::Gate() { return Fingerprint(false); }
+Result<uint64_t> LegacyFingerprint::Gate() {
+  uint64_t hash = kFnvOffset;
+  HashValue(&hash, false);
+  size_t ipv4_tables = 0;
+  if (ipv4_.names.valid()) {
+    if (auto error =
+            HashFamily<Ipv4>(ipv4_.names.get(), ipv4_.socket.get(), false, &hash, &ipv4_tables)) {
+      return *error;
+    }
+  }
+  if (ipv6_.names.valid()) {
+    const bool quiet = ipv4_tables == 0 && ipv6_gate_known_ && ipv6_gate_empty_;
+    if (!quiet || ++ipv6_gates_skipped_ >= kIpv6QuietEvery) {
+      uint64_t ipv6_hash = kFnvOffset;
+      size_t ipv6_tables = 0;
+      if (auto error = HashFamily<Ipv6>(ipv6_.names.get(), ipv6_.socket.get(), false, &ipv6_hash,
+                                        &ipv6_tables)) {
+        ipv6_gate_known_ = false;
+        return *error;
+      }
+      ipv6_gate_hash_ = ipv6_hash;
+      ipv6_gate_known_ = true;
+      ipv6_gate_empty_ = ipv6_tables == 0;
+      ipv6_gates_skipped_ = 0;
+    }
+    HashValue(&hash, ipv6_gate_hash_);
+  }
+  return hash;
+}
+
 Result<uint64_t> LegacyFingerprint::ContentHash() { return Fingerprint(true); }
 
 Result<uint64_t> LegacyFingerprint::Fingerprint(bool with_entries) {
