@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "model/rule.h"
+#include "model/shared_list.h"
 #include "model/source_error.h"
 
 namespace ad {
@@ -121,8 +122,9 @@ struct ZtunnelAdminState {
   bool admin_reachable = false;
   std::optional<bool> ready;               // :15021/healthz/ready 200 vs 500
   std::vector<std::string> pending_tasks;  // from "not ready, pending: a, b"
-  std::vector<ZtunnelWorkloadState> workload_state;
-  std::vector<ZtunnelWorkload> workloads;
+  // Shared with the daemon's cached /config_dump answer (SharedList) rather than copied per poll.
+  SharedList<ZtunnelWorkloadState> workload_state;
+  SharedList<ZtunnelWorkload> workloads;
   bool has_certificates = false;                 // the "certificates" section was present
   std::vector<ZtunnelCertificate> certificates;  // sorted by identity
   std::optional<double> active_proxy_count;      // workload_manager_active_proxy_count

@@ -68,8 +68,8 @@ class ZtunnelAdminNodeSource : public NodeSource {
     DumpKey key;
     std::chrono::steady_clock::time_point fetched_at;
     bool admin_reachable = false;
-    std::vector<ZtunnelWorkloadState> workload_state;
-    std::vector<ZtunnelWorkload> workloads;
+    SharedList<ZtunnelWorkloadState> workload_state;  // shared with the snapshots, not copied
+    SharedList<ZtunnelWorkload> workloads;
     // Cached with the rest of the dump: a certificate's state may be up to config_dump_refresh
     // old (ZTUNNEL_CERT_UNHEALTHY says so); expiry is judged against each scan's time.
     bool has_certificates = false;

@@ -313,8 +313,13 @@ TEST_F(ZtunnelAdminTest, NodeSourceFetchesTheConfigDumpAgainOnlyWhenItMayHaveCha
   ASSERT_TRUE(first[0].errors.empty()) << Messages(first[0]);
   ASSERT_EQ(first[0].workloads.size(), 3u);
   EXPECT_EQ(source.config_dump_fetches(), 1u);
-  EXPECT_EQ(collect(snapshot), first) << "the cached answer is the same answer";
+  const std::vector<ZtunnelAdminState> cached = collect(snapshot);
+  EXPECT_EQ(cached, first) << "the cached answer is the same answer";
   EXPECT_EQ(source.config_dump_fetches(), 1u);
+  // ... and shares the workload lists with it instead of copying them every poll.
+  ASSERT_EQ(cached.size(), 1u);
+  EXPECT_EQ(&cached[0].workloads.items(), &first[0].workloads.items());
+  EXPECT_EQ(&cached[0].workload_state.items(), &first[0].workload_state.items());
 
   snapshot.processes[0].netns_fd_inodes = {inode + 1};  // ztunnel took a pod netns
   EXPECT_EQ(collect(snapshot).at(0).workloads.size(), 3u);
