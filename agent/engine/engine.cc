@@ -39,9 +39,6 @@ std::map<SourceKind, std::string> DegradedSources(const NodeSnapshot& snapshot) 
   return degraded;
 }
 
-// What a partial step compares to decide that nothing changed: per netns its record and its
-// listeners' owners (the node sources attribute them), in discovery order.
-
 // The netns read again (`dirty`) found what their previous reads found. `previous` is the step
 // before, whose netns the scan did not move out because it read them again.
 bool SameReads(const NodeSnapshot& now, const NodeSnapshot& previous,
@@ -100,9 +97,10 @@ bool SameListeners(const NodeSnapshot& now, const std::vector<NetnsSnapshot>& be
   return true;
 }
 
-// What a partial step takes over unread from discovery and the fd inventory for every netns (its
-// record, its listeners' owners), as one exact byte string: compared across a quiet poll, it
-// costs one allocation where a copy of the records cost several per netns.
+// What a partial step compares to decide that nothing changed: per netns, in discovery order, its
+// record (every NetnsRecord field) and its listeners' owners (the node sources attribute them),
+// as one exact byte string: compared across a quiet poll, it costs one allocation where a copy of
+// the records cost several per netns.
 std::string InputsOf(const NodeSnapshot& snapshot) {
   std::string inputs;
   auto append = [&inputs](const auto& value) {

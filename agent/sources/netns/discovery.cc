@@ -124,21 +124,17 @@ void ScanNetnsDir(const std::string& dir_path, const std::string& name_glob, Col
     if (cache != nullptr) {
       auto known = cache->by_path.find(path);
       if (known != cache->by_path.end()) {
-        DiscoveryCache::Entry entry = known->second;
-        bool same = mounts_quiet && entry_inode != 0 && entry.entry_inode == entry_inode;
-        if (same) {
-          ++cache->unstated;
-        } else {
-          // stat() follows the bind mount: the nsfs identity while the netns is mounted there.
-          struct stat st {};
-          same = ::fstatat(::dirfd(dir.get()), name.c_str(), &st, 0) == 0 &&
-                 NetnsKey{st.st_dev, st.st_ino} == entry.key;
-        }
-        if (same) {
+        const NetnsKey key = known->second.key;
+        const bool same_file =
+            mounts_quiet && entry_inode != 0 && known->second.entry_inode == entry_inode;
+        // stat() follows the bind mount: the nsfs identity while the netns is mounted there.
+        struct stat st {};
+        if (same_file || (::fstatat(::dirfd(dir.get()), name.c_str(), &st, 0) == 0 &&
+                          NetnsKey{st.st_dev, st.st_ino} == key)) {
           ++cache->hits;
-          entry.entry_inode = entry_inode;
-          AddPath(collector->At(entry.key), path);
-          found->emplace(path, entry);
+          if (same_file) ++cache->unstated;
+          AddPath(collector->At(key), path);
+          found->emplace(path, DiscoveryCache::Entry{key, entry_inode});
           continue;
         }
       }

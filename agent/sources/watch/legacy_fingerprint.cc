@@ -169,50 +169,45 @@ Result<LegacyFingerprint> LegacyFingerprint::Open() {
   return fingerprint;
 }
 
-Result<uint64_t> LegacyFingerprint::Gate() {
+Result<uint64_t> LegacyFingerprint::HashIpv4(bool with_entries, size_t* ipv4_tables) {
   uint64_t hash = kFnvOffset;
-  HashValue(&hash, false);
-  size_t ipv4_tables = 0;
+  HashValue(&hash, with_entries);
   if (ipv4_.names.valid()) {
-    if (auto error =
-            HashFamily<Ipv4>(ipv4_.names.get(), ipv4_.socket.get(), false, &hash, &ipv4_tables)) {
+    if (auto error = HashFamily<Ipv4>(ipv4_.names.get(), ipv4_.socket.get(), with_entries, &hash,
+                                      ipv4_tables)) {
       return *error;
     }
-  }
-  if (ipv6_.names.valid()) {
-    const bool quiet = ipv4_tables == 0 && ipv6_gate_known_ && ipv6_gate_empty_;
-    if (!quiet || ++ipv6_gates_skipped_ >= kIpv6QuietEvery) {
-      uint64_t ipv6_hash = kFnvOffset;
-      size_t ipv6_tables = 0;
-      if (auto error = HashFamily<Ipv6>(ipv6_.names.get(), ipv6_.socket.get(), false, &ipv6_hash,
-                                        &ipv6_tables)) {
-        ipv6_gate_known_ = false;
-        return *error;
-      }
-      ipv6_gate_hash_ = ipv6_hash;
-      ipv6_gate_known_ = true;
-      ipv6_gate_empty_ = ipv6_tables == 0;
-      ipv6_gates_skipped_ = 0;
-    }
-    HashValue(&hash, ipv6_gate_hash_);
   }
   return hash;
 }
 
-Result<uint64_t> LegacyFingerprint::ContentHash() { return Fingerprint(true); }
-
-Result<uint64_t> LegacyFingerprint::Fingerprint(bool with_entries) {
-  uint64_t hash = kFnvOffset;
-  HashValue(&hash, with_entries);
-  if (ipv4_.names.valid()) {
-    if (auto error = HashFamily<Ipv4>(ipv4_.names.get(), ipv4_.socket.get(), with_entries, &hash)) {
+Result<uint64_t> LegacyFingerprint::Gate() {
+  size_t ipv4_tables = 0;
+  Result<uint64_t> hash = HashIpv4(false, &ipv4_tables);
+  if (!hash.ok() || !ipv6_.names.valid()) return hash;
+  const bool quiet = ipv4_tables == 0 && quiet_ipv6_part_.has_value();
+  if (!quiet || ++quiet_ipv6_gates_ >= kIpv6QuietEvery) {
+    uint64_t part = kFnvOffset;
+    size_t ipv6_tables = 0;
+    quiet_ipv6_part_.reset();
+    quiet_ipv6_gates_ = 0;
+    if (auto error =
+            HashFamily<Ipv6>(ipv6_.names.get(), ipv6_.socket.get(), false, &part, &ipv6_tables)) {
       return *error;
     }
+    if (ipv6_tables == 0) quiet_ipv6_part_ = part;
+    HashValue(&*hash, part);
+  } else {
+    HashValue(&*hash, *quiet_ipv6_part_);
   }
-  if (ipv6_.names.valid()) {
-    if (auto error = HashFamily<Ipv6>(ipv6_.names.get(), ipv6_.socket.get(), with_entries, &hash)) {
-      return *error;
-    }
+  return hash;
+}
+
+Result<uint64_t> LegacyFingerprint::ContentHash() {
+  Result<uint64_t> hash = HashIpv4(true, nullptr);
+  if (!hash.ok() || !ipv6_.names.valid()) return hash;
+  if (auto error = HashFamily<Ipv6>(ipv6_.names.get(), ipv6_.socket.get(), true, &*hash)) {
+    return *error;
   }
   return hash;
 }

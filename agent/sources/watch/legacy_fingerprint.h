@@ -25,7 +25,7 @@ class LegacyFingerprint {
   // legacy table at all, the IPv6 names are read at every kIpv6QuietEvery-th gate only (the last
   // IPv6 part is reused in between): Istio writes IPv4 rules whenever it writes IPv6 ones, so a
   // new legacy rule set shows in the IPv4 names at once, and an IPv6-only table within that many
-  // gates (or at the next content hash, which reads both). Halves an idle nft node's cost.
+  // gates (or at the next content hash, which reads both): 1.25 reads a gate instead of 2.
   Result<uint64_t> Gate();
   static constexpr int kIpv6QuietEvery = 4;
   // Gate() plus a hash of every listed table's entries.
@@ -37,15 +37,15 @@ class LegacyFingerprint {
     UniqueFd socket;  // raw socket of the family, for getsockopt
   };
   LegacyFingerprint() = default;
-  Result<uint64_t> Fingerprint(bool with_entries);
+  // Starts a hash with the IPv4 part; `ipv4_tables`: how many tables IPv4 listed.
+  Result<uint64_t> HashIpv4(bool with_entries, size_t* ipv4_tables);
 
   FamilyHandles ipv4_;
   FamilyHandles ipv6_;
-  // The IPv6 part of the last gate: its hash, whether it listed any table, gates since read.
-  uint64_t ipv6_gate_hash_ = 0;
-  bool ipv6_gate_known_ = false;
-  bool ipv6_gate_empty_ = false;
-  int ipv6_gates_skipped_ = 0;
+  // The IPv6 part of the last gate while it listed no table (what quiet gates reuse), and the
+  // quiet gates since it was read.
+  std::optional<uint64_t> quiet_ipv6_part_;
+  int quiet_ipv6_gates_ = 0;
 };
 
 }  // namespace ad::watch
