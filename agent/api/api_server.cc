@@ -39,8 +39,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr const char* kServiceName = "ambientdoctor.v1.AmbientDoctor";
-// How long the status tracker and an idle watchdog sleep when nothing wakes them.
-constexpr std::chrono::milliseconds kIdleWait{1000};
+// The status tracker and an idle watchdog sleep until woken (a result, a new stream, shutdown);
+// this only bounds a wake that was somehow missed.
+constexpr std::chrono::milliseconds kIdleWait{60000};
 
 SourceError ApiError(std::string message, int err = 0) {
   return SourceError{SourceKind::kApi, std::move(message), err};
@@ -356,7 +357,8 @@ struct ApiServer::Impl final : pb::AmbientDoctor::Service {
   std::atomic<uint64_t> streams_dropped{0};
   std::atomic<uint64_t> streams_refused{0};
   std::mutex streams_mutex;
-  std::condition_variable stopping_changed;  // wakes the watchdog at shutdown (via result_hub.h)
+  // Wakes the watchdog at shutdown and when the first stream opens (guarded by streams_mutex).
+  std::condition_variable watchdog_wake;
   std::list<Stream*> streams;
 
   // Status, accumulated by following the hub.
@@ -402,9 +404,9 @@ struct ApiServer::Impl final : pb::AmbientDoctor::Service {
   void RunTracker() {
     uint64_t seen = 0;
     while (!stopping.load()) {
-      // Woken by the hub on every result and at its stop; the timeout only bounds a shutdown of
-      // the server without the hub (an idle daemon wakes this thread once a second, not ten).
-      ResultHub::Since since = hub->WaitSince(seen, kIdleWait);
+      // Woken by the hub on every result, at its stop, and by Shutdown() (a server stopped
+      // while the hub goes on): an idle daemon never wakes this thread.
+      ResultHub::Since since = hub->WaitSince(seen, kIdleWait, stopping);
       if (since.stopped) return;
       for (const auto& result : since.results) {
         Track(*result);
@@ -416,10 +418,13 @@ struct ApiServer::Impl final : pb::AmbientDoctor::Service {
   void RunWatchdog() {
     std::unique_lock lock(streams_mutex);
     while (!stopping.load()) {
-      // Without streams there is nothing to watch: a new one cannot stall for stalled_write_timeout
-      // (10 s), so a second's wait is soon enough to start watching it.
-      stopping_changed.wait_for(lock, streams.empty() ? kIdleWait : options.stream_poll,
-                                [this] { return stopping.load(); });
+      // Without streams there is nothing to watch until one opens (StreamSlot wakes this).
+      if (streams.empty()) {
+        watchdog_wake.wait_for(lock, kIdleWait,
+                               [this] { return stopping.load() || !streams.empty(); });
+      } else {
+        watchdog_wake.wait_for(lock, options.stream_poll, [this] { return stopping.load(); });
+      }
       const int64_t now = SteadyMs();
       for (Stream* stream : streams) {
         const int64_t started = stream->write_started_ms.load();
@@ -427,8 +432,8 @@ struct ApiServer::Impl final : pb::AmbientDoctor::Service {
         const bool stalled = now - started > options.stalled_write_timeout.count();
         const bool behind = stream->flows ? flows->Behind(stream->delivered.load())
                                           : hub->WaitSince(stream->delivered.load(), {}).gap;
-        if (stalled || behind) {
-          stream->dropped = true;
+        // The stream's own thread may have seen the gap first: a stream is counted once.
+        if ((stalled || behind) && !stream->dropped.exchange(true)) {
           streams_dropped++;
           stream->context->TryCancel();
         }
@@ -449,6 +454,7 @@ struct ApiServer::Impl final : pb::AmbientDoctor::Service {
       stream_.context = context;
       std::lock_guard lock(impl_.streams_mutex);
       impl_.streams.push_back(&stream_);
+      if (impl_.streams.size() == 1) impl_.watchdog_wake.notify_all();
     }
     ~StreamSlot() {
       if (!acquired_) return;
@@ -651,7 +657,7 @@ struct ApiServer::Impl final : pb::AmbientDoctor::Service {
       ResultHub::Since since = hub->WaitSince(sequence, options.stream_poll);
       if (since.stopped) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "server shutting down");
       if (since.gap) {
-        streams_dropped++;
+        if (!stream.dropped.exchange(true)) streams_dropped++;
         return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
                             "stream fell behind the result ring after sequence " +
                                 std::to_string(sequence) + "; reconnect for the current set");
@@ -809,7 +815,7 @@ struct ApiServer::Impl final : pb::AmbientDoctor::Service {
       FlowHub::Since since = flows->WaitSince(sequence, options.stream_poll);
       if (since.stopped) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "server shutting down");
       if (since.gap) {
-        streams_dropped++;
+        if (!stream.dropped.exchange(true)) streams_dropped++;
         return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
                             "stream fell behind the flow event ring after event " +
                                 std::to_string(sequence) + "; reconnect for the open flows");
@@ -933,7 +939,8 @@ void ApiServer::Shutdown(std::chrono::milliseconds grace) {
     std::lock_guard lock(impl_->streams_mutex);
     impl_->stopping = true;
   }
-  impl_->stopping_changed.notify_all();
+  impl_->watchdog_wake.notify_all();
+  if (impl_->hub) impl_->hub->Nudge();  // the tracker, when the hub goes on without us
   if (auto* health = impl_->server->GetHealthCheckService()) {
     health->SetServingStatus(false);
   }

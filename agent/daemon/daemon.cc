@@ -260,6 +260,7 @@ void Daemon::Run(LogFormat format) {
   if (options_.event_driven) {
     watch::ChangeMonitorConfig config;
     config.external_fd = cni_watcher ? cni_watcher->fd() : -1;
+    config.wake_fd = wake_.get();  // Stop() ends a wait at once
     config.coalesce_window = options_.coalesce_window;
     config.legacy_interval = options_.poll_interval;
     config.netns_dirs = options_.engine.discovery.netns_dirs;
@@ -311,7 +312,8 @@ void Daemon::Run(LogFormat format) {
   auto next_poll = Clock::now() + options_.poll_interval;
   auto next_resync = Clock::now() + options_.full_resync;
   uint64_t overflows_seen = monitor ? monitor->counters().overflows : 0;
-  constexpr auto kStopCheck = std::chrono::milliseconds(250);  // the longest wait between checks
+  // Every wait below ends at the next deadline, at an event, or at Stop() (the wake eventfd is
+  // among the fds waited on): an idle daemon wakes only when something is due.
   while (!Stopping()) {
     const auto now = Clock::now();
     if (now >= next_resync) {
@@ -337,18 +339,19 @@ void Daemon::Run(LogFormat format) {
       return true;
     };
     if (!monitor) {
-      const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(
-          std::min({next_poll, next_resync, now + kStopCheck}) - now);
+      // Rounded up: a wait that ends before the deadline would spin until it.
+      const auto wait =
+          std::chrono::ceil<std::chrono::milliseconds>(std::min(next_poll, next_resync) - now);
       pollfd fds[2] = {{wake_.get(), POLLIN, 0}, {cni_watcher ? cni_watcher->fd() : -1, POLLIN, 0}};
       (void)::poll(fds, 2, static_cast<int>(std::max<int64_t>(wait.count(), 1)));
       if (fds[1].revents & POLLIN) (void)cni_changed();
       continue;
     }
     // With netns already dirty (newly watched ones), only collect what is ready now.
-    const auto wait = dirty.empty()
-                          ? std::chrono::duration_cast<std::chrono::milliseconds>(
-                                std::min({next_poll, next_resync, now + kStopCheck}) - now)
-                          : std::chrono::milliseconds(0);
+    const auto wait =
+        dirty.empty()
+            ? std::chrono::ceil<std::chrono::milliseconds>(std::min(next_poll, next_resync) - now)
+            : std::chrono::milliseconds(0);
     for (const watch::DirtyNetns& netns : monitor->Poll(wait)) {
       dirty.insert(netns.inode);
       spdlog::debug(

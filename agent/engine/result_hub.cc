@@ -109,6 +109,22 @@ ResultHub::Since ResultHub::WaitSince(uint64_t after_sequence,
   return CollectLocked(after_sequence);
 }
 
+ResultHub::Since ResultHub::WaitSince(uint64_t after_sequence, std::chrono::milliseconds timeout,
+                                      const std::atomic<bool>& cancel) const {
+  std::unique_lock lock(mutex_);
+  published_.wait_for(lock, timeout, [&] {
+    return stopped_ || cancel.load() ||
+           (!ring_.empty() && ring_.back()->sequence > after_sequence);
+  });
+  return CollectLocked(after_sequence);
+}
+
+void ResultHub::Nudge() const {
+  // Under the lock: a waiter between its check of `cancel` and its sleep cannot miss the wake.
+  { std::lock_guard lock(mutex_); }
+  published_.notify_all();
+}
+
 void ResultHub::Stop() {
   {
     std::lock_guard lock(mutex_);

@@ -7,6 +7,7 @@
 // dropped by its server) instead of silently missing events.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -45,6 +46,12 @@ class ResultHub {
   // Every result newer than `after_sequence` still in the ring; waits up to `timeout` for one
   // when there is none yet. Returns at once after Stop().
   Since WaitSince(uint64_t after_sequence, std::chrono::milliseconds timeout) const;
+  // The same, and also returns once `cancel` is set and Nudge() called: a waiter with its own
+  // shutdown can wait without a short timeout (an idle daemon's threads sleep until woken).
+  Since WaitSince(uint64_t after_sequence, std::chrono::milliseconds timeout,
+                  const std::atomic<bool>& cancel) const;
+  // Wakes every waiter to check its cancel flag (set the flag first).
+  void Nudge() const;
 
   // Wakes every waiter for good (shutdown): they return with stopped = true.
   void Stop();

@@ -459,7 +459,8 @@ void MetricsExporter::SetGaugesLocked(const PublishedResult& result) {
 void MetricsExporter::FollowHub(const ResultHub& hub) {
   uint64_t last = 0;
   for (;;) {
-    ResultHub::Since since = hub.WaitSince(last, std::chrono::milliseconds(1000));
+    // Results and the hub's stop wake it; an idle daemon never does.
+    ResultHub::Since since = hub.WaitSince(last, std::chrono::seconds(60));
     if (!since.results.empty()) {
       const uint64_t first = since.results.front()->sequence;
       // Sequence numbers are dense, so a jump is exactly what the ring dropped unread.

@@ -20,6 +20,7 @@ using Clock = std::chrono::steady_clock;
 
 constexpr uint64_t kDirWatcherToken = 0;
 constexpr uint64_t kExternalToken = UINT64_MAX;
+constexpr uint64_t kWakeToken = UINT64_MAX - 1;
 constexpr int kNftSocket = 0;
 constexpr int kRouteSocket = 1;
 constexpr int kMaxEpollEvents = 64;
@@ -89,6 +90,14 @@ Result<std::unique_ptr<ChangeMonitor>> ChangeMonitor::Create(ChangeMonitorConfig
     if (::epoll_ctl(monitor->epoll_.get(), EPOLL_CTL_ADD, monitor->config_.external_fd, &event) !=
         0) {
       return ErrnoError(SourceKind::kNetns, "epoll_ctl(external fd)");
+    }
+  }
+  if (monitor->config_.wake_fd >= 0) {
+    epoll_event event{};
+    event.events = EPOLLIN;
+    event.data.u64 = kWakeToken;
+    if (::epoll_ctl(monitor->epoll_.get(), EPOLL_CTL_ADD, monitor->config_.wake_fd, &event) != 0) {
+      return ErrnoError(SourceKind::kNetns, "epoll_ctl(wake fd)");
     }
   }
   return monitor;
@@ -229,6 +238,10 @@ void ChangeMonitor::HandleReady(uint64_t token) {
   }
   if (token == kExternalToken) {
     external_ready_ = true;
+    return;
+  }
+  if (token == kWakeToken) {
+    woken_ = true;
     return;
   }
   auto token_it = tokens_.find(token);
@@ -437,6 +450,7 @@ std::vector<DirtyNetns> ChangeMonitor::Verify() {
 std::vector<DirtyNetns> ChangeMonitor::Poll(std::chrono::milliseconds timeout) {
   ++counters_.polls;
   external_ready_ = false;
+  woken_ = false;
   const Clock::time_point deadline = Clock::now() + timeout;
   std::array<epoll_event, kMaxEpollEvents> events;
   for (;;) {
@@ -458,7 +472,7 @@ std::vector<DirtyNetns> ChangeMonitor::Poll(std::chrono::milliseconds timeout) {
     const int n = ::epoll_pwait2(epoll_.get(), events.data(), kMaxEpollEvents, &wait_spec, nullptr);
     for (int i = 0; i < n; ++i) HandleReady(events[static_cast<size_t>(i)].data.u64);
     if (dir_watcher_ && dir_watcher_->HasPending()) HandleDirEvents();
-    if (external_ready_ || Clock::now() >= deadline) {
+    if (external_ready_ || woken_ || Clock::now() >= deadline) {
       now = Clock::now();
       Clock::time_point ignored = now;
       return TakeReady(now, &ignored);

@@ -88,6 +88,9 @@ struct ChangeMonitorConfig {
   // An fd of the caller's (the daemon's CNI config directory inotify) whose readability ends
   // Poll() early, so the caller sees it at once; the caller drains it. -1: none.
   int external_fd = -1;
+  // An fd whose readability ends Poll() at once and is left to the caller (the daemon's stop
+  // eventfd): an idle caller then waits for its next deadline instead of waking to check. -1: none.
+  int wake_fd = -1;
 };
 
 struct ChangeMonitorCounters {
@@ -148,6 +151,8 @@ class ChangeMonitor {
   const ChangeMonitorCounters& counters() const { return counters_; }
   // Whether external_fd became readable during the last Poll() (reset by the next Poll()).
   bool external_ready() const { return external_ready_; }
+  // Whether wake_fd was readable during the last Poll() (reset by the next Poll()).
+  bool woken() const { return woken_; }
 
  private:
   struct Watched;
@@ -183,6 +188,7 @@ class ChangeMonitor {
   uint64_t legacy_cursor_ = 0;  // inode checked last by PollLegacy
   ChangeMonitorCounters counters_;
   bool external_ready_ = false;
+  bool woken_ = false;
 };
 
 }  // namespace ad::watch
