@@ -42,8 +42,9 @@ const volatile bool trace_all_connects = false;
 // per connect. Independent of trace_all_connects (the whole node).
 const volatile bool watch_netns = false;
 const volatile __u16 capture_ports[HBONE_MAX_CAPTURE_PORTS] = {15001, 15053};
-// Wake the consumer only once this much is waiting (0: on every event). A wakeup per event costs
-// user space far more than the event itself; the consumer also drains on its poll timeout.
+// Wake the consumer for the first record in an empty ring and then only once this much is waiting
+// (0: on every event). A wakeup per event costs user space far more than the event itself; the
+// consumer also drains on its poll timeout.
 const volatile __u64 wakeup_bytes = 0;
 
 // Per-socket state between the first transition and TCP_CLOSE, keyed by the socket's address
@@ -204,8 +205,11 @@ static __always_inline void emit(struct hbone_flow_event* flow, __u8 kind) {
   event->kind = kind;
   __u64 flags = 0;
   if (wakeup_bytes) {
-    flags = bpf_ringbuf_query(&flow_events, BPF_RB_AVAIL_DATA) >= wakeup_bytes ? BPF_RB_FORCE_WAKEUP
-                                                                               : BPF_RB_NO_WAKEUP;
+    // Unread bytes, this record included: it is the only one (an idle reader sleeps until it
+    // comes), or a quarter of the ring is filled. Records in between wake nobody.
+    const __u64 unread = bpf_ringbuf_query(&flow_events, BPF_RB_AVAIL_DATA);
+    const __u64 record = ((sizeof(*event) + 7) & ~7ULL) + BPF_RINGBUF_HDR_SZ;
+    flags = unread <= record || unread >= wakeup_bytes ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
   }
   bpf_ringbuf_submit(event, flags);
   count(HBONE_COUNTER_EVENTS);

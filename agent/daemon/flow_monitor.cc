@@ -29,7 +29,12 @@ FlowMonitor::FlowMonitor(FlowMonitorOptions options, std::shared_ptr<FlowHub> hu
 FlowMonitor::~FlowMonitor() { Stop(); }
 
 void FlowMonitor::Stop() {
-  stopping_ = true;
+  {
+    std::lock_guard lock(sleep_mutex_);
+    stopping_ = true;
+  }
+  sleep_.notify_all();
+  if (tracer_) tracer_->Interrupt();
   if (thread_.joinable()) thread_.join();
   hub_->Stop();
 }
@@ -90,22 +95,30 @@ void FlowMonitor::Run() {
   FlowTable table(options_.limits);
   NetnsPathCache paths(options_.discovery);
   std::vector<FlowEvent> batch;
-  auto last_published = std::chrono::steady_clock::now();
+  using Clock = std::chrono::steady_clock;
+  auto last_published = Clock::now();
+  Clock::time_point last_drain{};
   const bool live = options_.live_interval.count() > 0;
   auto next_live = last_published + options_.live_interval;
+  const auto apply = [&](const FlowEvent& event) {
+    table.Apply(event);
+    batch.push_back(event);
+  };
   while (!stopping_.load()) {
-    const auto apply = [&](const FlowEvent& event) {
-      table.Apply(event);
-      batch.push_back(event);
-    };
-    // A live refresh due runs at the first wakeup after it (at most one poll late), so the
-    // refresh adds no wakeup of its own to an idle node's two a second.
-    Result<size_t> polled = tracer_->Poll(options_.poll, apply);
-    if (!polled.ok()) {
-      spdlog::debug("flow tracer poll: {}", polled.error().message);
-      std::this_thread::sleep_for(options_.poll);  // a failing poll must not spin
+    {
+      // Events that come meanwhile wait in the ring (a failing poll cannot spin either).
+      std::unique_lock lock(sleep_mutex_);
+      sleep_.wait_until(lock, last_drain + options_.poll, [this] { return stopping_.load(); });
     }
-    const auto now = std::chrono::steady_clock::now();
+    if (stopping_.load()) break;
+    Clock::time_point due = last_published + options_.republish;
+    if (live && table.open_count() > 0) due = std::min(due, next_live);
+    const auto wait = std::chrono::ceil<std::chrono::milliseconds>(
+        std::max(due - Clock::now(), Clock::duration::zero()));
+    Result<size_t> polled = tracer_->Poll(wait, apply);
+    last_drain = Clock::now();
+    if (!polled.ok()) spdlog::debug("flow tracer poll: {}", polled.error().message);
+    const auto now = last_drain;
     if (live && now >= next_live) {
       // Events that arrive while netns are read are applied first: a socket read before its
       // close was applied only matches while its flow is still open, so nothing is resurrected.

@@ -6,8 +6,10 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <thread>
 #include <vector>
@@ -23,14 +25,16 @@ struct FlowMonitorOptions {
   // Mesh-bypass mode on: SetBypassNetns feeds the netns it watches.
   TracerOptions tracer = {.watch_bypass_netns = true};
   FlowTableLimits limits;
-  // Longest wait for events, and so between stop checks (events wake it at once, or in batches:
-  // TracerOptions::batch_wakeups). An idle node costs two wakeups a second.
+  // Drains of the tracer's ring are at least this far apart, so a busy node's events are taken
+  // in batches, at most this late. Between drains the reader sleeps until the kernel side wakes it
+  // (the first event into an empty ring: TracerOptions::batch_wakeups), until the republish or a
+  // live refresh is due, or until Stop(): an idle node wakes it once per republish.
   std::chrono::milliseconds poll{500};
   // The view is republished at least this often without events (tracer counters).
   std::chrono::milliseconds republish{5000};
   // Open flows get their bytes, srtt and retransmits from sock_diag tcp_info this often (an
-  // "update" event per flow whose numbers changed, and the view); 0 = never. Checked at each
-  // poll wakeup (so up to `poll` late). Only the netns that have open flows are read, so a node
+  // "update" event per flow whose numbers changed, and the view); 0 = never. The reader wakes for
+  // it only while flows are open, and only the netns that have open flows are read, so a node
   // without open flows pays nothing.
   std::chrono::milliseconds live_interval{5000};
   // Update events one refresh may publish (a quarter of the hub's event ring, so a refresh of
@@ -71,6 +75,8 @@ class FlowMonitor {
   std::unique_ptr<FlowTracer> tracer_;
   std::string reason_;
   std::atomic<bool> stopping_{false};
+  std::mutex sleep_mutex_;
+  std::condition_variable sleep_;  // the gap between drains; Stop() ends it
   // Live refresh counters: written by the feed thread, read by Status() on it and at start.
   std::atomic<uint64_t> live_refreshes_{0};
   std::atomic<uint64_t> live_netns_reads_{0};

@@ -1,11 +1,14 @@
 #include "tracing/flow_tracer.h"
 
 #include <linux/capability.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <array>
 #include <cerrno>
 #include <cstdarg>
 #include <cstdio>
@@ -25,6 +28,7 @@
 #pragma GCC diagnostic ignored "-Wpedantic"
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 #include "hbone_flows.skel.h"
+#include "sources/unique_fd.h"
 #pragma GCC diagnostic pop
 #endif
 
@@ -252,10 +256,23 @@ class BpfFlowTracer final : public FlowTracer {
         watch_bypass_netns_(options.watch_bypass_netns),
         max_bypass_netns_(options.max_bypass_netns) {}
 
+  // The ring, and an epoll set of the ring's own epoll fd and an eventfd that Interrupt() signals.
   Result<bool> OpenRing() {
     ring_.reset(
         ring_buffer__new(bpf_map__fd(skeleton_->maps.flow_events), &OnRecord, this, nullptr));
     if (!ring_) return TracingError(std::string("ring buffer: ") + std::strerror(errno), errno);
+    interrupt_.Reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    epoll_.Reset(::epoll_create1(EPOLL_CLOEXEC));
+    if (!interrupt_.valid() || !epoll_.valid()) {
+      return TracingError(std::string("ring wait set: ") + std::strerror(errno), errno);
+    }
+    for (const auto& [fd, token] : {std::pair{ring_buffer__epoll_fd(ring_.get()), kRingToken},
+                                    std::pair{interrupt_.get(), kInterruptToken}}) {
+      epoll_event event{.events = EPOLLIN, .data = {.u64 = token}};
+      if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &event) != 0) {
+        return TracingError(std::string("ring wait set: ") + std::strerror(errno), errno);
+      }
+    }
     return true;
   }
 
@@ -266,9 +283,17 @@ class BpfFlowTracer final : public FlowTracer {
                       const std::function<void(const FlowEvent&)>& sink) override {
     sink_ = &sink;
     polled_ = 0;
-    int rc = ring_buffer__poll(ring_.get(), static_cast<int>(timeout.count()));
-    // Events submitted without a wakeup (batching) are only consumed here.
-    if (rc >= 0 || rc == -EINTR) {
+    std::array<epoll_event, 2> ready{};
+    const int n = ::epoll_wait(epoll_.get(), ready.data(), static_cast<int>(ready.size()),
+                               static_cast<int>(timeout.count()));
+    int rc = n < 0 ? -errno : 0;
+    for (int i = 0; i < n; ++i) {
+      if (ready[static_cast<size_t>(i)].data.u64 != kInterruptToken) continue;
+      uint64_t count = 0;
+      (void)!::read(interrupt_.get(), &count, sizeof(count));
+    }
+    // Every ready record, woken or not (batching submits most without a wakeup).
+    if (rc == 0 || rc == -EINTR) {
       const int drained = ring_buffer__consume(ring_.get());
       if (drained < 0) rc = drained;
     }
@@ -277,6 +302,11 @@ class BpfFlowTracer final : public FlowTracer {
       return TracingError(std::string("ring buffer poll: ") + std::strerror(-rc), -rc);
     }
     return polled_;
+  }
+
+  void Interrupt() override {
+    const uint64_t one = 1;
+    (void)!::write(interrupt_.get(), &one, sizeof(one));
   }
 
   TracerCounters Counters() const override {
@@ -361,9 +391,14 @@ class BpfFlowTracer final : public FlowTracer {
     return 0;
   }
 
+  static constexpr uint64_t kRingToken = 1;
+  static constexpr uint64_t kInterruptToken = 2;
+
   // Declared before the ring: the ring (which maps the ring-buffer map) is freed first.
   SkeletonPtr skeleton_;
   std::unique_ptr<ring_buffer, RingBufferDeleter> ring_;
+  UniqueFd interrupt_;
+  UniqueFd epoll_;  // the ring's epoll fd and interrupt_
   AttachMode mode_;
   TracerProbe probe_;
   int64_t offset_ns_;

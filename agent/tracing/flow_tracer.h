@@ -37,9 +37,12 @@ struct TracerOptions {
   std::string tracefs_path = "/sys/kernel/tracing";  // where the tracepoint flavour needs it
   uint32_t ring_bytes = 1u << 20;  // rounded up to a power of two, at least one page
   uint32_t max_flows = 65536;      // LRU state entries (flows open at once)
-  // Batch consumer wakeups: the kernel side wakes the reader once a quarter of the ring is
-  // filled, and Poll() drains whatever is there when its timeout ends (events then wait at most
-  // one poll timeout). false: a wakeup per event (lowest latency, far more CPU).
+  // Batch consumer wakeups: the kernel side wakes the reader for the first record put into an
+  // empty ring and then once a quarter of the ring is filled; Poll() drains whatever is there.
+  // A reader that drains at most every N ms (FlowMonitor) thus takes a busy node's events in
+  // batches and sleeps on an idle one. Two CPUs that emit into an empty ring at the same instant
+  // may both see the other's record and not wake it: those events wait for the reader's next
+  // timeout. false: a wakeup per event (lowest latency, far more CPU).
   bool batch_wakeups = true;
   // Trace every outgoing connection (any destination port) besides the traced ports: the
   // application side that MESH_BYPASS needs. An event pair per connect on the whole node.
@@ -84,9 +87,12 @@ class FlowTracer {
   virtual AttachMode attach_mode() const = 0;
   virtual const TracerProbe& probe() const = 0;
   // Waits up to `timeout` for events (or a batch wakeup), then hands every pending decoded event
-  // to `sink`; returns how many.
+  // to `sink`; returns how many. Interrupt() ends the wait early.
   virtual Result<size_t> Poll(std::chrono::milliseconds timeout,
                               const std::function<void(const FlowEvent&)>& sink) = 0;
+  // Ends a Poll() waiting now, or the next one, at once (any thread): a reader may wait long on
+  // an idle node and still stop promptly.
+  virtual void Interrupt() = 0;
   virtual TracerCounters Counters() const = 0;
   // Makes the watched-netns map (mesh-bypass mode) hold `inodes`: entries no longer wanted are
   // deleted, new ones added while there is room (the ones already watched stay first; what does

@@ -1018,6 +1018,41 @@ TEST_F(FlowTracerTest, FlowMonitorLiveRefreshCostsNothingWithoutOpenFlows) {
   monitor.Stop();
 }
 
+// The daemon's reader sleeps between drains with no timeout of its own here (republish 10 min,
+// no live refresh): only the kernel side's wakeup for the first record into an empty ring can
+// end the sleep, and Stop() must end it at once (SIGTERM stops serve within a second).
+TEST_F(FlowTracerTest, FlowMonitorSleepsUntilTheFirstEventAndStopsAtOnce) {
+  constexpr uint16_t kQuietPort = 25609;  // a port no other traffic of the machine uses
+  auto hub = std::make_shared<FlowHub>();
+  FlowMonitorOptions options;
+  options.tracer.ports = {kQuietPort};
+  options.tracer.ring_bytes = 1u << 16;
+  options.republish = std::chrono::minutes(10);
+  options.live_interval = std::chrono::milliseconds(0);
+  FlowMonitor monitor(options, hub);
+  ASSERT_TRUE(monitor.available()) << hub->status().reason;
+  std::this_thread::sleep_for(std::chrono::milliseconds(700));  // past its first drain: asleep
+
+  uint64_t seen = hub->Latest().sequence;
+  auto [client, err] = Connect(*lab_, kNoListenerIp, kQuietPort);
+  EXPECT_EQ(err, ECONNREFUSED);
+  bool closed = false;
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(15);
+  while (!closed && std::chrono::steady_clock::now() < give_up) {
+    FlowHub::Since since = hub->WaitSince(seen, std::chrono::milliseconds(500));
+    for (const FlowEvent& e : since.events) {
+      closed |= e.kind == FlowEventKind::kClose && e.flow.tuple.dst_port == kQuietPort;
+    }
+    seen = since.last_sequence;
+  }
+  EXPECT_TRUE(closed) << "the refused connect reached the hub without a timeout to wake the reader";
+
+  const auto stop_started = std::chrono::steady_clock::now();
+  monitor.Stop();
+  EXPECT_LT(std::chrono::steady_clock::now() - stop_started, std::chrono::seconds(5))
+      << "Stop() interrupts the reader's wait (it would otherwise sleep until the republish)";
+}
+
 // `flows --follow` without a daemon traces in its own process until SIGINT: one line per
 // open/close event (-o json: one object per line, as the daemon's follow prints them), exit 0.
 // Without a daemon socket it falls back by itself; --local asks for it. --pod still needs the
