@@ -33,6 +33,7 @@
 #include "api/report_proto.h"
 #include "report/report_policy.h"
 #include "sources/unique_fd.h"
+#include "sources/thread_name.h"
 
 namespace ad::api {
 namespace {
@@ -923,8 +924,14 @@ Result<std::unique_ptr<ApiServer>> ApiServer::Start(ApiServerOptions options,
     health->SetServingStatus(kServiceName, true);
   }
   Impl* raw = impl.get();
-  impl->tracker = std::thread([raw] { raw->RunTracker(); });
-  impl->watchdog = std::thread([raw] { raw->RunWatchdog(); });
+  impl->tracker = std::thread([raw] {
+    NameThisThread("ad-api-status");
+    raw->RunTracker();
+  });
+  impl->watchdog = std::thread([raw] {
+    NameThisThread("ad-api-watchdog");
+    raw->RunWatchdog();
+  });
   return std::unique_ptr<ApiServer>(new ApiServer(std::move(impl)));
 }
 

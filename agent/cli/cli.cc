@@ -42,6 +42,7 @@
 #include "scan/inspector.h"
 #include "sources/netns/discovery.h"
 #include "sources/netns/netns_workers.h"
+#include "sources/thread_name.h"
 
 namespace ad::cli {
 namespace {
@@ -1044,11 +1045,15 @@ int RunServe(const std::vector<std::string>& args) {
                                     " (/metrics, /healthz)",
                                 format));
   }
-  std::thread metrics_feed([&exporter, &daemon] { exporter.FollowHub(daemon.hub()); });
+  std::thread metrics_feed([&exporter, &daemon] {
+    NameThisThread("ad-metrics");
+    exporter.FollowHub(daemon.hub());
+  });
   // Mesh-bypass mode: the tracer watches the netns each published scan finds ambient.
   std::thread bypass_feed;
   if (flow_monitor && flow_monitor->available() && flow_options.tracer.watch_bypass_netns) {
     bypass_feed = std::thread([&daemon, &flow_monitor, format] {
+      NameThisThread("ad-bypass-feed");
       bool overflowing = false;
       FollowResultsIntoBypassNetns(daemon.hub(), [&](const std::vector<uint32_t>& inodes) {
         const auto state = flow_monitor->SetBypassNetns(inodes);
@@ -1069,8 +1074,10 @@ int RunServe(const std::vector<std::string>& args) {
       });
     });
   }
-  std::thread flow_metrics_feed(
-      [&exporter, &daemon, flow_hub] { exporter.FollowFlows(*flow_hub, daemon.hub()); });
+  std::thread flow_metrics_feed([&exporter, &daemon, flow_hub] {
+    NameThisThread("ad-flow-metrics");
+    exporter.FollowFlows(*flow_hub, daemon.hub());
+  });
   // gRPC's lines (API server, CRI client) must not break the daemon's log format.
   g_serve_log_format = format;
   api::SetGrpcLogSink(LogGrpcLine);

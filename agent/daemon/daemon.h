@@ -35,8 +35,10 @@ struct DaemonOptions {
   std::chrono::milliseconds full_resync{60000};
   // A poll that found nothing new (Engine: StepPlan::skip_if_unchanged) is not analysed or
   // published, but one result is published at least this often, so "last scan" times (/healthz,
-  // GetStatus) stay fresh on a quiet node. Zero: publish every poll.
-  std::chrono::milliseconds max_unpublished{30000};
+  // GetStatus) stay fresh on a quiet node. Zero: publish every poll. serve caps it at half of
+  // --healthz-stale-after (120 s). Each such publish analyses the node again and wakes every
+  // output: at 30 s that was about a tenth of an idle daemon's CPU.
+  std::chrono::milliseconds max_unpublished{60000};
   // Re-read a netns when its nf_tables / rtnetlink events or legacy fingerprint say it changed
   // (ChangeMonitor). Off, or when the event sockets cannot be opened: every poll re-reads all.
   bool event_driven = true;

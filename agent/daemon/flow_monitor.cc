@@ -1,4 +1,5 @@
 #include "daemon/flow_monitor.h"
+#include "sources/thread_name.h"
 
 #include <malloc.h>
 #include <spdlog/spdlog.h>
@@ -23,7 +24,12 @@ FlowMonitor::FlowMonitor(FlowMonitorOptions options, std::shared_ptr<FlowHub> hu
   // give those pages back instead of keeping them in the daemon's RSS.
   (void)::malloc_trim(0);
   hub_->SetStatus(Status());
-  if (tracer_) thread_ = std::thread([this] { Run(); });
+  if (tracer_) {
+    thread_ = std::thread([this] {
+      NameThisThread("ad-flows");
+      Run();
+    });
+  }
 }
 
 FlowMonitor::~FlowMonitor() { Stop(); }

@@ -1,4 +1,5 @@
 #include "metrics/http_server.h"
+#include "sources/thread_name.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -116,7 +117,10 @@ Result<uint16_t> HttpServer::Start() {
   if (!wake.valid()) return ErrnoError(SourceKind::kHttp, "eventfd(" + where + ")");
   listener_ = std::move(listener);
   wake_ = std::move(wake);
-  thread_ = std::thread([this] { Run(); });
+  thread_ = std::thread([this] {
+    NameThisThread("ad-http");
+    Run();
+  });
   return port;
 }
 

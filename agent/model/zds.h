@@ -178,7 +178,8 @@ struct CriState {
   bool available = false;
   std::string endpoint;  // the socket that answered
   std::string runtime;   // "containerd 1.6.20"
-  std::vector<PodIdentity> pods;
+  // Every pod of the node; shared (copy-on-write) with the cached answer that daemon polls reuse.
+  SharedList<PodIdentity> pods;
   std::vector<SourceError> errors;
 
   bool operator==(const CriState&) const = default;

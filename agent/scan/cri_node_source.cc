@@ -96,6 +96,7 @@ void CriNodeSource::Collect(NodeSnapshot& snapshot) {
 
 void CriNodeSource::Query(CriState& state) {
   state = CriState{};
+  std::vector<PodIdentity> pods;  // state.pods at the end (the early returns have none yet)
   Result<cri::CriClient> connected = cri::CriClient::Connect(options_.client);
   if (!connected.ok()) {
     state.errors.push_back(connected.error());
@@ -124,14 +125,14 @@ void CriNodeSource::Query(CriState& state) {
       if (pod.uid == known->second.uid && pod.name == known->second.name &&
           pod.namespace_name == known->second.namespace_name) {
         inspected.emplace(sandbox.id(), known->second);
-        state.pods.push_back(known->second);
+        pods.push_back(known->second);
         continue;
       }
     }
     PodIdentity pod = IdentityFromList(sandbox);
     if (not_inspected > 0) {  // the runtime already hung: keep the identity, skip the call
       ++not_inspected;
-      state.pods.push_back(std::move(pod));
+      pods.push_back(std::move(pod));
       continue;
     }
     ++status_calls_;
@@ -143,7 +144,7 @@ void CriNodeSource::Query(CriState& state) {
       if (status.error().error_number == ETIMEDOUT) {
         not_inspected = 1;
       }
-      state.pods.push_back(std::move(pod));
+      pods.push_back(std::move(pod));
       continue;
     }
     ApplyStatus(status->status(), pod);
@@ -170,7 +171,7 @@ void CriNodeSource::Query(CriState& state) {
       state.errors.push_back({kSource, "netns of " + PodLabel(pod) + " unresolved: " + unresolved});
     }
     if (info_usable && unresolved.empty()) inspected.emplace(sandbox.id(), pod);
-    state.pods.push_back(std::move(pod));
+    pods.push_back(std::move(pod));
   }
   inspected_ = std::move(inspected);  // sandboxes gone (or not READY) are forgotten
   if (not_inspected > 1) {
@@ -178,10 +179,11 @@ void CriNodeSource::Query(CriState& state) {
         {kSource, "PodSandboxStatus skipped for " + std::to_string(not_inspected - 1) +
                       " more sandboxes after a deadline (identity from ListPodSandbox only)"});
   }
-  std::sort(state.pods.begin(), state.pods.end(), [](const PodIdentity& a, const PodIdentity& b) {
+  std::sort(pods.begin(), pods.end(), [](const PodIdentity& a, const PodIdentity& b) {
     return std::tie(a.namespace_name, a.name, a.sandbox_id) <
            std::tie(b.namespace_name, b.name, b.sandbox_id);
   });
+  state.pods = std::move(pods);
 }
 
 }  // namespace ad

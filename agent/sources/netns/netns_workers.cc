@@ -1,4 +1,5 @@
 #include "sources/netns/netns_workers.h"
+#include "sources/thread_name.h"
 
 #include <unistd.h>
 
@@ -80,7 +81,10 @@ std::unique_ptr<NetnsWorkers::Worker> NetnsWorkers::Acquire() {
   }
   auto worker = std::make_unique<Worker>();
   Worker* raw = worker.get();
-  raw->thread = std::thread([raw] { Loop(raw); });
+  raw->thread = std::thread([raw] {
+    NameThisThread("ad-netns");
+    Loop(raw);
+  });
   return worker;
 }
 
