@@ -192,7 +192,7 @@ void CheckCertificates(const NodeSnapshot& snapshot, const AnalysisOptions& opti
       evidence.push_back("pods on this node with identity ns/" + ns + "/sa/" + sa + ": " +
                          pod_text);
       evidence.push_back(
-          "certificates are read with /config_dump, which the daemon caches up to 30 s");
+          "certificates are read with /config_dump, which the daemon caches up to 60 s");
       const std::string summary =
           unavailable ? "ztunnel has no certificate for " + certificate.identity
           : certificate.expires_unix_ms <= now

@@ -219,7 +219,7 @@ TEST(ZtunnelHealthChecksTest, UnavailableCertificateNamesItsPodAndNetns) {
   EXPECT_EQ(f.pod, "demo/echo");
   EXPECT_TRUE(EvidenceHas(f, "state \"Unavailable: failed to fetch certificate: timeout\""));
   EXPECT_TRUE(EvidenceHas(f, "pods on this node with identity ns/demo/sa/echo: demo/echo"));
-  EXPECT_TRUE(EvidenceHas(f, "caches up to 30 s"));
+  EXPECT_TRUE(EvidenceHas(f, "caches up to 60 s"));
   EXPECT_EQ(analysis.findings.size(), 1u) << Dump(analysis);
 }
 
