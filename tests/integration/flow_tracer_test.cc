@@ -983,14 +983,20 @@ TEST_F(FlowTracerTest, FlowMonitorPublishesGrowingLiveBytesOfAnOpenFlow) {
   monitor.Stop();
 }
 
+// A flow monitor tracing only `port` (one no other traffic of the machine uses), small ring.
+FlowMonitorOptions QuietPortMonitor(uint16_t port) {
+  FlowMonitorOptions options;
+  options.tracer.ports = {port};
+  options.tracer.ring_bytes = 1u << 16;
+  return options;
+}
+
 // With no open traced flow, the live refresh reads nothing at all (no netns discovery, no netns
 // entered), however often it is due; the first open flow makes it read.
 TEST_F(FlowTracerTest, FlowMonitorLiveRefreshCostsNothingWithoutOpenFlows) {
   constexpr uint16_t kQuietPort = 25608;  // a port no other traffic of the machine uses
   auto hub = std::make_shared<FlowHub>();
-  FlowMonitorOptions options;
-  options.tracer.ports = {kQuietPort};
-  options.tracer.ring_bytes = 1u << 16;
+  FlowMonitorOptions options = QuietPortMonitor(kQuietPort);
   options.poll = std::chrono::milliseconds(20);
   options.live_interval = std::chrono::milliseconds(20);
   options.republish = std::chrono::milliseconds(20);
@@ -1024,9 +1030,7 @@ TEST_F(FlowTracerTest, FlowMonitorLiveRefreshCostsNothingWithoutOpenFlows) {
 TEST_F(FlowTracerTest, FlowMonitorSleepsUntilTheFirstEventAndStopsAtOnce) {
   constexpr uint16_t kQuietPort = 25609;  // a port no other traffic of the machine uses
   auto hub = std::make_shared<FlowHub>();
-  FlowMonitorOptions options;
-  options.tracer.ports = {kQuietPort};
-  options.tracer.ring_bytes = 1u << 16;
+  FlowMonitorOptions options = QuietPortMonitor(kQuietPort);
   options.republish = std::chrono::minutes(10);
   options.live_interval = std::chrono::milliseconds(0);
   FlowMonitor monitor(options, hub);
