@@ -32,8 +32,8 @@
 #include "analysis/analysis.h"
 #include "api/report_proto.h"
 #include "report/report_policy.h"
-#include "sources/unique_fd.h"
 #include "sources/thread_name.h"
+#include "sources/unique_fd.h"
 
 namespace ad::api {
 namespace {

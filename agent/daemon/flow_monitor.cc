@@ -1,5 +1,4 @@
 #include "daemon/flow_monitor.h"
-#include "sources/thread_name.h"
 
 #include <malloc.h>
 #include <spdlog/spdlog.h>
@@ -9,6 +8,8 @@
 #include <set>
 #include <utility>
 #include <vector>
+
+#include "sources/thread_name.h"
 
 namespace ad {
 

@@ -113,8 +113,7 @@ ResultHub::Since ResultHub::WaitSince(uint64_t after_sequence, std::chrono::mill
                                       const std::atomic<bool>& cancel) const {
   std::unique_lock lock(mutex_);
   published_.wait_for(lock, timeout, [&] {
-    return stopped_ || cancel.load() ||
-           (!ring_.empty() && ring_.back()->sequence > after_sequence);
+    return stopped_ || cancel.load() || (!ring_.empty() && ring_.back()->sequence > after_sequence);
   });
   return CollectLocked(after_sequence);
 }

@@ -1,5 +1,4 @@
 #include "metrics/http_server.h"
-#include "sources/thread_name.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -14,6 +13,8 @@
 #include <cstring>
 #include <list>
 #include <vector>
+
+#include "sources/thread_name.h"
 
 namespace ad {
 

@@ -28,11 +28,11 @@
 #pragma GCC diagnostic ignored "-Wpedantic"
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 #include "hbone_flows.skel.h"
-#include "sources/unique_fd.h"
 #pragma GCC diagnostic pop
 #endif
 
 #include "hbone_flows.h"
+#include "sources/unique_fd.h"
 
 namespace ad {
 namespace {

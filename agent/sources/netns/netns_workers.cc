@@ -1,11 +1,12 @@
 #include "sources/netns/netns_workers.h"
-#include "sources/thread_name.h"
 
 #include <unistd.h>
 
 #include <exception>
 #include <thread>
 #include <utility>
+
+#include "sources/thread_name.h"
 
 namespace ad {
 namespace {
