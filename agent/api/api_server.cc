@@ -407,7 +407,7 @@ struct ApiServer::Impl final : pb::AmbientDoctor::Service {
     while (!stopping.load()) {
       // Woken by the hub on every result, at its stop, and by Shutdown() (a server stopped
       // while the hub goes on): an idle daemon never wakes this thread.
-      ResultHub::Since since = hub->WaitSince(seen, kIdleWait, stopping);
+      ResultHub::Since since = hub->WaitSince(seen, kIdleWait, &stopping);
       if (since.stopped) return;
       for (const auto& result : since.results) {
         Track(*result);

@@ -338,20 +338,17 @@ void Daemon::Run(LogFormat format) {
            StepPlan{.full = !monitor, .dirty_netns = dirty, .node_sources = true});
       return true;
     };
+    // Until the next deadline, rounded up: a wait that ends before it would spin until it.
+    const auto until_due =
+        std::chrono::ceil<std::chrono::milliseconds>(std::min(next_poll, next_resync) - now);
     if (!monitor) {
-      // Rounded up: a wait that ends before the deadline would spin until it.
-      const auto wait =
-          std::chrono::ceil<std::chrono::milliseconds>(std::min(next_poll, next_resync) - now);
       pollfd fds[2] = {{wake_.get(), POLLIN, 0}, {cni_watcher ? cni_watcher->fd() : -1, POLLIN, 0}};
-      (void)::poll(fds, 2, static_cast<int>(std::max<int64_t>(wait.count(), 1)));
+      (void)::poll(fds, 2, static_cast<int>(std::max<int64_t>(until_due.count(), 1)));
       if (fds[1].revents & POLLIN) (void)cni_changed();
       continue;
     }
     // With netns already dirty (newly watched ones), only collect what is ready now.
-    const auto wait =
-        dirty.empty()
-            ? std::chrono::ceil<std::chrono::milliseconds>(std::min(next_poll, next_resync) - now)
-            : std::chrono::milliseconds(0);
+    const auto wait = dirty.empty() ? until_due : std::chrono::milliseconds(0);
     for (const watch::DirtyNetns& netns : monitor->Poll(wait)) {
       dirty.insert(netns.inode);
       spdlog::debug(

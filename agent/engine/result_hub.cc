@@ -100,20 +100,12 @@ ResultHub::Since ResultHub::CollectLocked(uint64_t after_sequence) const {
   return since;
 }
 
-ResultHub::Since ResultHub::WaitSince(uint64_t after_sequence,
-                                      std::chrono::milliseconds timeout) const {
-  std::unique_lock lock(mutex_);
-  published_.wait_for(lock, timeout, [&] {
-    return stopped_ || (!ring_.empty() && ring_.back()->sequence > after_sequence);
-  });
-  return CollectLocked(after_sequence);
-}
-
 ResultHub::Since ResultHub::WaitSince(uint64_t after_sequence, std::chrono::milliseconds timeout,
-                                      const std::atomic<bool>& cancel) const {
+                                      const std::atomic<bool>* cancel) const {
   std::unique_lock lock(mutex_);
   published_.wait_for(lock, timeout, [&] {
-    return stopped_ || cancel.load() || (!ring_.empty() && ring_.back()->sequence > after_sequence);
+    return stopped_ || (cancel != nullptr && cancel->load()) ||
+           (!ring_.empty() && ring_.back()->sequence > after_sequence);
   });
   return CollectLocked(after_sequence);
 }

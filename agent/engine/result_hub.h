@@ -45,11 +45,10 @@ class ResultHub {
   };
   // Every result newer than `after_sequence` still in the ring; waits up to `timeout` for one
   // when there is none yet. Returns at once after Stop().
-  Since WaitSince(uint64_t after_sequence, std::chrono::milliseconds timeout) const;
-  // The same, and also returns once `cancel` is set and Nudge() called: a waiter with its own
+  // With `cancel`, it also returns once that is set and Nudge() called: a waiter with its own
   // shutdown can wait without a short timeout (an idle daemon's threads sleep until woken).
   Since WaitSince(uint64_t after_sequence, std::chrono::milliseconds timeout,
-                  const std::atomic<bool>& cancel) const;
+                  const std::atomic<bool>* cancel = nullptr) const;
   // Wakes every waiter to check its cancel flag (set the flag first).
   void Nudge() const;
 

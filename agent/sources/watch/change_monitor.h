@@ -151,8 +151,6 @@ class ChangeMonitor {
   const ChangeMonitorCounters& counters() const { return counters_; }
   // Whether external_fd became readable during the last Poll() (reset by the next Poll()).
   bool external_ready() const { return external_ready_; }
-  // Whether wake_fd was readable during the last Poll() (reset by the next Poll()).
-  bool woken() const { return woken_; }
 
  private:
   struct Watched;
@@ -188,7 +186,7 @@ class ChangeMonitor {
   uint64_t legacy_cursor_ = 0;  // inode checked last by PollLegacy
   ChangeMonitorCounters counters_;
   bool external_ready_ = false;
-  bool woken_ = false;
+  bool woken_ = false;  // wake_fd was readable during this Poll()
 };
 
 }  // namespace ad::watch
