@@ -30,6 +30,7 @@
 
 #include "ambientdoctor/v1/ambient_doctor.grpc.pb.h"
 #include "analysis/analysis.h"
+#include "api/health_service.h"
 #include "api/report_proto.h"
 #include "report/report_policy.h"
 #include "sources/thread_name.h"
@@ -350,6 +351,7 @@ struct ApiServer::Impl final : pb::AmbientDoctor::Service {
   std::shared_ptr<const FlowHub> flows;  // null: this server has no flow tracer
   NetnsReader netns_reader;
   std::unique_ptr<grpc::Server> server;
+  HealthService health;  // grpc.health.v1 (sync: no callback completion-queue threads)
   int tcp_port = 0;
   const int64_t started_at_unix_ms = NowUnixMs();
 
@@ -878,7 +880,7 @@ Result<std::unique_ptr<ApiServer>> ApiServer::Start(ApiServerOptions options,
   impl->netns_reader = std::move(netns_reader);
   impl->flows = std::move(flows);
 
-  grpc::EnableDefaultHealthCheckService(true);
+  grpc::EnableDefaultHealthCheckService(false);  // ours: api/health_service.h
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   if (with_unix) {
@@ -896,6 +898,7 @@ Result<std::unique_ptr<ApiServer>> ApiServer::Start(ApiServerOptions options,
   builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS,
                              static_cast<int>(impl->options.handshake_timeout.count()));
   builder.RegisterService(impl.get());
+  builder.RegisterService(&impl->health);
   builder.SetMaxReceiveMessageSize(impl->options.max_request_bytes);
   builder.SetMaxSendMessageSize(impl->options.max_response_bytes);
   impl->server = builder.BuildAndStart();
@@ -919,10 +922,8 @@ Result<std::unique_ptr<ApiServer>> ApiServer::Start(ApiServerOptions options,
     impl->server->Shutdown();
     return ErrnoError(SourceKind::kApi, "chmod 0600 " + impl->options.socket_path, err);
   }
-  if (auto* health = impl->server->GetHealthCheckService()) {
-    health->SetServingStatus(true);
-    health->SetServingStatus(kServiceName, true);
-  }
+  impl->health.SetServing("", true);
+  impl->health.SetServing(kServiceName, true);
   Impl* raw = impl.get();
   impl->tracker = std::thread([raw] {
     NameThisThread("ad-api-status");
@@ -948,9 +949,7 @@ void ApiServer::Shutdown(std::chrono::milliseconds grace) {
   }
   impl_->watchdog_wake.notify_all();
   if (impl_->hub) impl_->hub->Nudge();  // the tracker, when the hub goes on without us
-  if (auto* health = impl_->server->GetHealthCheckService()) {
-    health->SetServingStatus(false);
-  }
+  impl_->health.Shutdown();             // Watch streams send NOT_SERVING and end
   impl_->server->Shutdown(std::chrono::system_clock::now() + grace);
   impl_->server->Wait();
   if (impl_->tracker.joinable()) impl_->tracker.join();

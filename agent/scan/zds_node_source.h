@@ -55,12 +55,12 @@ std::vector<ProcessNetnsFds> AttributeOwners(const FdInventory& inventory, ZdsSo
 class ZdsNodeSource : public NodeSource {
  public:
   // Every 60th collection (5 min at the daemon's 5 s) reads every process in full, and a
-  // still-present istio-cni / ztunnel fd number is stat()ed again every 12th (1 min): backstops
+  // still-present istio-cni / ztunnel fd number is stat()ed again every 24th (2 min): backstops
   // only, since an unowned socket or a netns / connection change asks for either at once.
   explicit ZdsNodeSource(ZdsSourceOptions options)
       : options_(std::move(options)),
         inventory_(FdInventoryOptions{options_.proc_root}, /*full_every=*/60,
-                   /*revalidate_every=*/12) {}
+                   /*revalidate_every=*/24) {}
   std::string_view name() const override { return "zds"; }
   void Collect(NodeSnapshot& snapshot) override;
   const FdInventoryCache::Stats& inventory_stats() const { return inventory_.stats(); }
