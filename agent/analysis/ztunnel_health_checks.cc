@@ -191,8 +191,8 @@ void CheckCertificates(const NodeSnapshot& snapshot, const AnalysisOptions& opti
       for (const std::string& pod : pods) pod_text += (pod_text.empty() ? "" : ", ") + pod;
       evidence.push_back("pods on this node with identity ns/" + ns + "/sa/" + sa + ": " +
                          pod_text);
-      evidence.push_back(
-          "certificates are read with /config_dump, which the daemon caches up to 60 s");
+      evidence.push_back("certificates are read with /config_dump, which the daemon caches up to " +
+                         std::to_string(kConfigDumpRefreshMs / 1000) + " s");
       const std::string summary =
           unavailable ? "ztunnel has no certificate for " + certificate.identity
           : certificate.expires_unix_ms <= now

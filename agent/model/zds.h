@@ -115,6 +115,11 @@ struct ZtunnelCertificate {
   bool operator==(const ZtunnelCertificate&) const = default;
 };
 
+// How old a repeated collection's /config_dump may get before it is fetched again when nothing
+// suggests it changed (ZtunnelAdminOptions::config_dump_refresh): the age the certificate
+// evidence quotes. Parsing a 250-pod dump was the idle daemon's largest single cost at 30 s.
+inline constexpr int64_t kConfigDumpRefreshMs = 60'000;
+
 // What one ztunnel process says about itself over its admin/readiness/stats ports.
 struct ZtunnelAdminState {
   int pid = 0;

@@ -33,9 +33,8 @@ struct ZtunnelAdminOptions {
   // Repeated collections (the daemon) fetch /config_dump (the large one: every workload of the
   // mesh) again only when something suggests it changed — another ztunnel process, its netns
   // fds, its readiness or proxy counts, the node's netns — or when the last one is this old or
-  // failed. Readiness and metrics are asked every time. Zero: every collection. Parsing a
-  // 250-pod dump was the idle daemon's largest single cost at 30 s.
-  std::chrono::milliseconds config_dump_refresh{60000};
+  // failed. Readiness and metrics are asked every time. Zero: every collection.
+  std::chrono::milliseconds config_dump_refresh{kConfigDumpRefreshMs};
 };
 
 // Queries one netns (a bind mount or <proc>/<pid>/ns/net). Never throws; every failure is in

@@ -188,8 +188,10 @@ TEST_F(DiscoveryTest, CacheTakesKnownMountsOnOneStatAndStillSeesUnmountAndRemoun
   EXPECT_EQ(cache.hits, 3u);
   EXPECT_EQ(cache.checks, 3u);
   // With the mount table unchanged the known paths cost no stat() at all. Other tests may mount
-  // meanwhile (a change makes a discovery stat again, which is right): a few tries.
-  for (int attempt = 0; attempt < 20 && cache.unstated == 0; ++attempt) {
+  // meanwhile (a change makes a discovery stat again, which is right): tries spread over up to
+  // 4 s, since a parallel lab set-up changes the table for longer than back-to-back tries take.
+  for (int attempt = 0; attempt < 200 && cache.unstated == 0; ++attempt) {
+    if (attempt > 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
     const auto again = DiscoverNetns(options, &warnings, &cache);
     ASSERT_EQ(again.size(), uncached.size());
   }
