@@ -502,7 +502,9 @@ TEST(RuleChecks, FindingCodeTable) {
     EXPECT_FALSE(info.meaning.empty()) << info.name;
     EXPECT_FALSE(info.hint.empty()) << info.name;
   }
-  EXPECT_EQ(seen.size(), static_cast<size_t>(FindingCode::kZtunnelCertUnhealthy) + 1);
+  // Every enumerator before the kCount sentinel, so a code appended after the last one counts.
+  EXPECT_EQ(seen.size(), kFindingCodeCount);
+  EXPECT_EQ(AllFindingCodes().size(), kFindingCodeCount);
   EXPECT_EQ(FindingCodeDetails(FindingCode::kMixedBackend).severity, Severity::kCritical);
   EXPECT_EQ(ParseFindingCode("NOPE"), std::nullopt);
 }
