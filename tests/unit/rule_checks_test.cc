@@ -515,9 +515,9 @@ TEST(RuleChecks, SortFindingsOrdersBySeverityPathCodeSubject) {
   SortFindings(findings);
   std::vector<std::string> order;
   for (const Finding& f : findings) order.push_back(f.summary);
-  EXPECT_EQ(order, (std::vector<std::string>{"critical", "warning a", "warning b code",
-                                             "warning b x", "warning b x again", "warning b y",
-                                             "info"}));
+  EXPECT_EQ(order,
+            (std::vector<std::string>{"critical", "warning a", "warning b code", "warning b x",
+                                      "warning b x again", "warning b y", "info"}));
   EXPECT_TRUE(FindingBefore(findings[0], findings[1]));
   EXPECT_FALSE(FindingBefore(findings[3], findings[4]));  // equal keys: neither is before
 }
