@@ -17,7 +17,7 @@
 #include <random>
 #include <string_view>
 
-#include "sources/unique_fd.h"
+#include "base/unique_fd.h"
 
 extern char** environ;
 

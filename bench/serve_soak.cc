@@ -29,9 +29,9 @@
 #include <thread>
 #include <vector>
 
+#include "base/unique_fd.h"
 #include "bench/serve_support.h"
 #include "lab/lab.h"
-#include "sources/unique_fd.h"
 
 namespace ad::bench {
 namespace {

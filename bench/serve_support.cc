@@ -20,7 +20,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "sources/unique_fd.h"
+#include "base/unique_fd.h"
 
 extern char** environ;
 

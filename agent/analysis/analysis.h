@@ -8,15 +8,16 @@
 
 #include "analysis/history.h"
 #include "model/finding.h"
+#include "model/istio_facts.h"
 #include "model/snapshot.h"
 
 namespace ad {
 
 struct AnalysisOptions {
   // Accepted probe SNAT addresses (Istio's defaults; its unit tests use another IPv6 one).
-  std::vector<std::string> probe_snat_v4 = {"169.254.7.127"};
-  std::vector<std::string> probe_snat_v6 = {"fd16:9254:7127:1337:ffff:ffff:ffff:ffff",
-                                            "e9ac:1e77:90ca:399f:4d6d:ece2:2f9b:3164"};
+  std::vector<std::string> probe_snat_v4 = {std::string(istio::kProbeSnatV4)};
+  std::vector<std::string> probe_snat_v6 = {std::string(istio::kProbeSnatV6),
+                                            std::string(istio::kProbeSnatV6IstioTests)};
   // A ZDS hand-off signal seen continuously for at least this long is a stall, not pending.
   int64_t zds_stall_threshold_ms = 30000;
   // False for a one-shot report: no earlier scan, so nothing can be aged. A pending hand-off whose
@@ -40,7 +41,7 @@ struct AnalysisOptions {
 
 struct NodeAnalysis {
   std::vector<NetnsClassification> netns;  // same order as snapshot.netns
-  std::vector<Finding> findings;           // sorted: severity desc, then netns path, then code
+  std::vector<Finding> findings;           // in SortFindings order (model/finding.h)
 };
 
 NodeAnalysis Analyze(const NodeSnapshot& snapshot, const AnalysisOptions& options = {});

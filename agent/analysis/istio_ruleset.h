@@ -10,25 +10,14 @@
 #include <vector>
 
 #include "model/finding.h"
+#include "model/istio_facts.h"
 #include "model/rule.h"
 #include "model/snapshot.h"
 
 namespace ad::istio {
 
-// Constants from cni/pkg/config/config.go.
-inline constexpr uint32_t kInpodMark = 0x539;
-inline constexpr uint32_t kInpodMask = 0xfff;
-inline constexpr uint32_t kInpodTproxyMark = 0x111;
-inline constexpr uint32_t kInpodTproxyMask = 0xfff;
-inline constexpr uint32_t kInpodRestoreMask = 0xffffffff;
-inline constexpr uint32_t kRouteTableInbound = 100;
-inline constexpr uint32_t kPolicyRulePriority = 32764;
-inline constexpr uint32_t kZtunnelOutboundPort = 15001;
-inline constexpr uint32_t kZtunnelInboundPlaintextPort = 15006;
-inline constexpr uint32_t kZtunnelInboundPort = 15008;
-inline constexpr uint32_t kDnsCapturePort = 15053;
-inline constexpr std::string_view kProbeSetV4 = "istio-inpod-probes-v4";
-inline constexpr std::string_view kProbeSetV6 = "istio-inpod-probes-v6";
+// The constants (ports, marks, masks, route table, probe SNAT, probe sets) are in
+// model/istio_facts.h, shared with the sources and the engine.
 // Stands for "any kubelet UID" in the expected nft host rule (the real UID is found at runtime).
 inline constexpr uint32_t kAnyKubeletUid = 0xffffffff;
 
@@ -61,8 +50,8 @@ bool IsIstioChainName(std::string_view chain);        // ISTIO_* or istio-*
 bool IsIstioIptablesTable(std::string_view table);    // mangle, nat, raw
 
 struct ProbeSnat {
-  std::string v4 = "169.254.7.127";
-  std::string v6 = "fd16:9254:7127:1337:ffff:ffff:ffff:ffff";
+  std::string v4{kProbeSnatV4};
+  std::string v6{kProbeSnatV6};
 };
 
 struct ExpectedRule {

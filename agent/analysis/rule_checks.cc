@@ -5,7 +5,6 @@
 #include <map>
 #include <set>
 #include <string>
-#include <tuple>
 #include <utility>
 
 #include "analysis/analysis.h"
@@ -363,12 +362,7 @@ NodeAnalysis Analyze(const NodeSnapshot& snapshot, const AnalysisOptions& option
     analysis::CheckZtunnelHealth(snapshot, options, result.netns, result.findings);
   }
 
-  std::stable_sort(result.findings.begin(), result.findings.end(),
-                   [](const Finding& a, const Finding& b) {
-                     if (a.severity != b.severity) return a.severity > b.severity;
-                     return std::tie(a.netns_path, a.code, a.subject) <
-                            std::tie(b.netns_path, b.code, b.subject);
-                   });
+  SortFindings(result.findings);
   return result;
 }
 

@@ -14,12 +14,12 @@
 #include <vector>
 
 #include "analysis/checks.h"
+#include "model/istio_facts.h"
 
 namespace ad::analysis {
 namespace {
 
-constexpr uint16_t kZtunnelPorts[] = {15001, 15006, 15008};
-constexpr uint32_t kZtunnelMark = 0x539;
+constexpr auto& kZtunnelPorts = istio::kZtunnelInpodTcpPorts;
 constexpr uint8_t kTcp = 6;
 constexpr std::string_view kWorkloadProxyManager = "workload proxy manager";
 
@@ -146,7 +146,7 @@ ListenerOwner OwnerOf(const ListeningSocket& listener, const NodeView& view) {
   const bool owners_unknown = listener.owner_pids.empty() || view.ztunnel_pids.empty();
   if (!owners_unknown) return ListenerOwner::kOther;
   if (!listener.mark_known) return ListenerOwner::kUnknown;
-  return listener.mark == kZtunnelMark ? ListenerOwner::kZtunnel : ListenerOwner::kOther;
+  return listener.mark == istio::kInpodMark ? ListenerOwner::kZtunnel : ListenerOwner::kOther;
 }
 
 bool IsZtunnelPort(const ListeningSocket& listener) {

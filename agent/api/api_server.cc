@@ -32,9 +32,9 @@
 #include "analysis/analysis.h"
 #include "api/health_service.h"
 #include "api/report_proto.h"
+#include "base/thread_name.h"
+#include "base/unique_fd.h"
 #include "report/report_policy.h"
-#include "sources/thread_name.h"
-#include "sources/unique_fd.h"
 
 namespace ad::api {
 namespace {

@@ -25,6 +25,8 @@
 #include "analysis/analysis.h"
 #include "api/api_server.h"
 #include "api/report_proto.h"
+#include "base/agent_version.h"
+#include "base/thread_name.h"
 #include "cli/flags.h"
 #include "cli/flows_command.h"
 #include "cli/report_render.h"
@@ -42,12 +44,11 @@
 #include "scan/inspector.h"
 #include "sources/netns/discovery.h"
 #include "sources/netns/netns_workers.h"
-#include "sources/thread_name.h"
 
 namespace ad::cli {
 namespace {
 
-constexpr const char* kVersion = "0.1.0";
+const char* const kVersion = AgentVersion();  // CMake PROJECT_VERSION (base/agent_version.h)
 
 constexpr const char* kTopUsage =
     R"(ambient-doctor: is every pod on this node really in the Istio ambient mesh?
@@ -1246,7 +1247,7 @@ int Main(int argc, char** argv) {
   if (command == "findings") return RunFindings(args);
   if (command == "flows") return RunFlows(args);
   if (command == "version" || command == "--version") {
-    std::printf("ambient-doctor %s\n", kVersion);
+    std::printf("ambient-doctor %s\n", AgentVersionText().c_str());
     return 0;
   }
   std::fprintf(stderr, "ambient-doctor: unknown command \"%s\"\n\n%s", command.c_str(), kTopUsage);

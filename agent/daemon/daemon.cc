@@ -13,6 +13,7 @@
 #include <optional>
 #include <utility>
 
+#include "model/istio_facts.h"
 #include "model/json.h"
 #include "sources/watch/change_monitor.h"
 #include "sources/watch/config_dir_watcher.h"
@@ -21,7 +22,7 @@ namespace ad {
 namespace {
 
 // The only routing table the inspector reads (Istio's in-pod policy routes).
-constexpr uint32_t kIstioRouteTable = 100;
+constexpr uint32_t kIstioRouteTable = istio::kRouteTableInbound;
 // An event step that re-read this many netns (the re-read after watching) is worth a trim.
 constexpr size_t kTrimAfterRereads = 64;
 

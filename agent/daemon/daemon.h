@@ -15,9 +15,9 @@
 #include <string_view>
 #include <vector>
 
+#include "base/unique_fd.h"
 #include "engine/engine.h"
 #include "engine/result_hub.h"
-#include "sources/unique_fd.h"
 
 namespace ad {
 namespace watch {

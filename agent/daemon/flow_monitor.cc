@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "sources/thread_name.h"
+#include "base/thread_name.h"
 
 namespace ad {
 

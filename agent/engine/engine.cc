@@ -5,9 +5,9 @@
 #include <iterator>
 #include <map>
 #include <set>
-#include <tuple>
 #include <utility>
 
+#include "model/istio_facts.h"
 #include "scan/cni_node_source.h"
 #include "scan/conntrack_node_source.h"
 #include "scan/cri_node_source.h"
@@ -15,13 +15,13 @@
 #include "scan/zds_node_source.h"
 #include "scan/ztunnel_node_source.h"
 #include "scan/ztunnel_resource_node_source.h"
+#include "sources/netns/discovery.h"
 #include "sources/netns/netns_workers.h"
 
 namespace ad {
 namespace {
 
-constexpr uint8_t kTcp = 6;             // ListeningSocket::protocol
-constexpr uint16_t kHbonePort = 15008;  // ztunnel's in-pod HBONE listener
+constexpr uint8_t kTcp = 6;  // ListeningSocket::protocol
 
 // The first error of each node-wide source in this snapshot.
 std::map<SourceKind, std::string> DegradedSources(const NodeSnapshot& snapshot) {
@@ -127,17 +127,12 @@ std::string InputsOf(const NodeSnapshot& snapshot) {
   return inputs;
 }
 
-// ztunnel's in-pod ports (TCP 15001/15006/15008/15053, UDP 15053).
-bool IsZtunnelListenerPort(uint16_t port) {
-  return port == 15001 || port == 15006 || port == 15008 || port == 15053;
-}
-
 // Socket inodes of ztunnel-port listeners that had owners (from the fd inventory), sorted.
 std::vector<uint64_t> OwnedZtunnelListeners(const NodeSnapshot& snapshot) {
   std::vector<uint64_t> inodes;
   for (const NetnsSnapshot& netns : snapshot.netns) {
     for (const ListeningSocket& listener : netns.listeners) {
-      if (IsZtunnelListenerPort(listener.port) && !listener.owner_pids.empty()) {
+      if (istio::IsZtunnelInpodPort(listener.port) && !listener.owner_pids.empty()) {
         inodes.push_back(listener.inode);
       }
     }
@@ -258,7 +253,7 @@ std::set<uint64_t> AwaitingListeners(const NodeSnapshot& snapshot) {
     if (netns.netns.is_host || netns.unreadable || !held.contains(netns.netns.inode)) continue;
     const bool listening =
         std::any_of(netns.listeners.begin(), netns.listeners.end(), [](const auto& listener) {
-          return listener.protocol == kTcp && listener.port == kHbonePort &&
+          return listener.protocol == kTcp && listener.port == istio::kZtunnelInboundPort &&
                  !listener.owner_pids.empty();
         });
     if (!listening) awaiting.insert(netns.netns.inode);
@@ -284,10 +279,15 @@ Engine::Engine(EngineConfig config, std::unique_ptr<NetnsInspector> inspector, C
       inspector_(std::move(inspector)),
       clock_(std::move(clock)),
       finding_history_(resolved_capacity),
-      recently_resolved_(std::make_shared<const std::vector<FindingRecord>>()) {}
+      recently_resolved_(std::make_shared<const std::vector<FindingRecord>>()),
+      discovery_cache_(std::make_unique<DiscoveryCache>()) {}
 
 Engine::Engine(EngineConfig config)
     : Engine(std::move(config), MakeKernelInspector(ReadLimits{}, {.ipsets_in_host_only = true})) {}
+
+Engine::Engine(Engine&&) = default;
+Engine& Engine::operator=(Engine&&) = default;
+Engine::~Engine() = default;
 
 EngineStep Engine::Step(const StepPlan& plan) {
   EngineStep step;
@@ -315,7 +315,7 @@ EngineStep Engine::Step(const StepPlan& plan) {
                     .relisten = std::move(relisten),
                     .relisten_all = plan.relisten_all,
                     .node_sources = plan.node_sources,
-                    .discovery = &discovery_cache_};
+                    .discovery = discovery_cache_.get()};
     step.snapshot = ScanNode(scan_, *inspector_, &reuse);
     if (!owned_before.empty()) {
       RereadOrphanedListeners(owned_before, plan.dirty_netns, step.snapshot, *inspector_);
@@ -365,12 +365,7 @@ EngineStep Engine::Step(const StepPlan& plan) {
       std::vector<Finding>& findings = step.analysis.findings;
       findings.insert(findings.end(), std::make_move_iterator(extra.begin()),
                       std::make_move_iterator(extra.end()));
-      // The order Analyze returns: severity desc, then netns path, code, subject.
-      std::stable_sort(findings.begin(), findings.end(), [](const Finding& a, const Finding& b) {
-        if (a.severity != b.severity) return a.severity > b.severity;
-        return std::tie(a.netns_path, a.code, a.subject) <
-               std::tie(b.netns_path, b.code, b.subject);
-      });
+      SortFindings(findings);  // the order Analyze returns
     }
   }
   step.changes = DiffFindings(open_findings_, step.analysis.findings);

@@ -15,6 +15,7 @@
 
 #include "analysis/analysis.h"
 #include "analysis/history.h"
+#include "model/istio_facts.h"
 #include "model/snapshot.h"
 #include "scan/inspector.h"
 #include "scan/scanner.h"
@@ -30,10 +31,10 @@ struct EngineConfig {
   // Node-wide sources. ZDS: the ZDS socket (observed with sock_diag, never connected to), the
   // /proc fd inventory and ztunnel's admin; CRI names the pods.
   bool zds = true;
-  std::string zds_socket = "/var/run/ztunnel/ztunnel.sock";
+  std::string zds_socket{istio::kZdsSocketPath};
   std::string host_root;            // prefix of host paths when the node's / is mounted elsewhere
   std::string proc_root = "/proc";  // process fds, even when discovery skips /proc
-  uint16_t ztunnel_admin_port = 15000;
+  uint16_t ztunnel_admin_port = istio::kZtunnelAdminPort;
   std::vector<std::string> ztunnel_netns;  // extra netns where a ztunnel admin may listen
   // ztunnel's fds, memory and CLOSE_WAIT sockets against its limits (with the ZDS sources;
   // ZTUNNEL_RESOURCE_PRESSURE). Off only for benches measuring its cost.
@@ -124,6 +125,9 @@ class Engine {
          Clock clock = SystemClockMs, size_t resolved_capacity = 1000);
   // With the kernel inspector (node scans read ipsets in the host netns only).
   explicit Engine(EngineConfig config);
+  Engine(Engine&&);
+  Engine& operator=(Engine&&);
+  ~Engine();
 
   EngineStep Step() { return Step(StepPlan{}); }
   // A partial step reuses the previous step's snapshot for everything not planned (a full step
@@ -151,7 +155,8 @@ class Engine {
   std::shared_ptr<const std::vector<FindingRecord>> recently_resolved_;
   std::vector<Finding> open_findings_;
   std::optional<NodeSnapshot> last_snapshot_;  // what a partial step reuses
-  DiscoveryCache discovery_cache_;             // what partial steps' discovery reuses
+  // What partial steps' discovery reuses (sources/netns/discovery.h, kept out of this header).
+  std::unique_ptr<DiscoveryCache> discovery_cache_;
   bool last_usable_ = false;
   std::map<SourceKind, std::string> degraded_;
   bool scan_failing_ = false;

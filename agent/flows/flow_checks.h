@@ -10,15 +10,17 @@
 
 #include "flows/flow.h"
 #include "model/finding.h"
+#include "model/istio_facts.h"
 
 namespace ad {
 
 struct FlowCheckConfig {
-  uint16_t hbone_port = 15008;
-  uint16_t outbound_capture_port = 15001;  // ztunnel's in-pod outbound listener
-  uint16_t dns_capture_port = 15053;       // ztunnel's DNS proxy (DNS capture redirects TCP :53)
-  uint32_t ztunnel_mark = 0x539;
-  uint32_t ztunnel_mark_mask = 0xfff;  // Istio's rules match the mark under this mask
+  uint16_t hbone_port = istio::kZtunnelInboundPort;
+  uint16_t outbound_capture_port = istio::kZtunnelOutboundPort;  // ztunnel's in-pod outbound
+  // ztunnel's DNS proxy (DNS capture redirects TCP :53 to it).
+  uint16_t dns_capture_port = istio::kDnsCapturePort;
+  uint32_t ztunnel_mark = istio::kInpodMark;
+  uint32_t ztunnel_mark_mask = istio::kInpodMask;  // Istio's rules match the mark under this mask
   // HBONE_CONNECT_FAILURES: per source netns and locality, at least this many failed connects
   // and at least this share of the attempts in the window.
   uint64_t min_failures = 3;

@@ -14,7 +14,7 @@
 #include <list>
 #include <vector>
 
-#include "sources/thread_name.h"
+#include "base/thread_name.h"
 
 namespace ad {
 

@@ -12,8 +12,8 @@
 #include <string_view>
 #include <thread>
 
+#include "base/unique_fd.h"
 #include "model/result.h"
-#include "sources/unique_fd.h"
 
 namespace ad {
 

@@ -14,12 +14,9 @@
 #include <set>
 #include <utility>
 
+#include "base/agent_version.h"
 #include "flows/flow_joins.h"
 #include "report/redirect_state.h"
-
-#ifndef AD_VERSION
-#define AD_VERSION "unknown"
-#endif
 
 namespace ad {
 
@@ -357,7 +354,7 @@ MetricsExporter::MetricsExporter(MetricsOptions options, Clock clock)
       .Name("ambient_doctor_build_info")
       .Help("Always 1; the version of the agent is a label.")
       .Register(r)
-      .Add({{"version", options_.version.empty() ? std::string(AD_VERSION) : options_.version}})
+      .Add({{"version", options_.version.empty() ? std::string(AgentVersion()) : options_.version}})
       .Set(1);
   if (options_.per_pod_labels) {
     m.pod_redirect_state = &BuildGauge()

@@ -17,6 +17,7 @@
 
 #include "engine/result_hub.h"
 #include "flows/flow_hub.h"
+#include "model/istio_facts.h"
 
 namespace prometheus {
 class Registry;
@@ -36,7 +37,7 @@ struct MetricsOptions {
   bool per_pod_labels = false;
   // /healthz fails when the last successful (usable) scan is older than this.
   int64_t stale_after_ms = 120'000;
-  uint16_t hbone_port = 15008;  // client flows to it are HBONE connections
+  uint16_t hbone_port = istio::kZtunnelInboundPort;  // client flows to it are HBONE connections
 };
 
 struct HealthVerdict {

@@ -1,10 +1,13 @@
 // Findings: what analysis concludes, with evidence and a hint. The code table lives in
-// finding.cc and also renders the README section (`ambient-doctor findings -o markdown`).
+// finding.cc: name, severity, meaning, hint, and the alert and runbook that page for the code. It
+// renders `ambient-doctor findings`, and the PrometheusRule and runbooks are tested against it.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <set>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -37,18 +40,22 @@ enum class FindingCode : uint8_t {
   kHboneConnectFailures,
   kMeshBypass,
   kTracingUnavailable,
-  // issue 10, in-pod prerequisites (DNS capture, what ztunnel binds):
+  // In-pod prerequisites (DNS capture, what ztunnel binds):
   kDnsCaptureBroken,
   kInpodProxyBlocked,
-  // Issue 10, probe path:
+  // Probe path:
   kProbePathBroken,
-  // issue 10, CNI chain group:
+  // CNI chain:
   kCniChainBroken,
   kNftBackendUnusable,
-  // issue 10, ztunnel health:
+  // ztunnel health:
   kZtunnelResourcePressure,
   kZtunnelCertUnhealthy,
+  // Not a code: the number of codes. Keep it last. finding.cc's table has one row per code, in
+  // this order, and a static_assert fails the build when a row is missing or out of place.
+  kCount,
 };
+inline constexpr size_t kFindingCodeCount = static_cast<size_t>(FindingCode::kCount);
 
 struct FindingCodeInfo {
   FindingCode code;
@@ -56,9 +63,15 @@ struct FindingCodeInfo {
   Severity severity;
   std::string_view meaning;
   std::string_view hint;  // the usual cause and a safe fix; a check may give a sharper one
+  // The alert of deploy/monitoring/prometheusrule.yaml that pages for the code
+  // ("AmbientZdsStall") and its runbook ("docs/runbooks/AmbientZdsStall.md"); both "" when no
+  // alert does (finding_alerts_test holds them to the rule file and the runbooks).
+  std::string_view alert;
+  std::string_view runbook;
 };
-// Every code, once, in documentation order (a unit test checks it is complete).
-const std::vector<FindingCodeInfo>& AllFindingCodes();
+// Every code, once, in enum order (which is also the documentation order and the order findings
+// of equal severity and netns sort in).
+std::span<const FindingCodeInfo> AllFindingCodes();
 const FindingCodeInfo& FindingCodeDetails(FindingCode code);
 std::string_view FindingCodeName(FindingCode code);
 std::optional<FindingCode> ParseFindingCode(std::string_view name);
@@ -80,6 +93,11 @@ struct Finding {
 
   std::string_view code_name() const { return FindingCodeName(code); }
 };
+
+// The one order of findings in an analysis, a report and the engine's steps: severity
+// (critical first), then netns path, code (enum order), subject. Stable.
+bool FindingBefore(const Finding& a, const Finding& b);
+void SortFindings(std::vector<Finding>& findings);
 
 // Per-netns conclusion of the Istio recognizer.
 enum class DataplaneMode : uint8_t { kNone, kAmbient, kSidecar, kConflict };

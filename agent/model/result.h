@@ -1,5 +1,6 @@
-// Result<T>: a value or a SourceError. Expected failures (EPERM, vanished netns, peer down) travel
-// as values; exceptions are reserved for programming errors.
+// Result<T>: a value or a SourceError; Status: ok or a SourceError, for an operation that yields
+// no value. Expected failures (EPERM, vanished netns, peer down) travel as values; exceptions are
+// reserved for programming errors. Both convert to true when ok, so `if (!status)` is the error.
 #pragma once
 
 #include <cerrno>
@@ -33,6 +34,20 @@ class [[nodiscard]] Result {
   std::optional<T> value_;
   SourceError error_;
 };
+
+class [[nodiscard]] Status {
+ public:
+  Status() = default;                                      // ok
+  Status(SourceError error) : error_(std::move(error)) {}  // NOLINT: implicit by design
+
+  bool ok() const { return !error_.has_value(); }
+  explicit operator bool() const { return ok(); }
+  const SourceError& error() const { return *error_; }  // only when !ok()
+
+ private:
+  std::optional<SourceError> error_;
+};
+inline Status OkStatus() { return Status(); }
 
 // "setns(/run/netns/x): Operation not permitted" style error from the current errno.
 inline SourceError ErrnoError(SourceKind kind, const std::string& what, int err = errno) {

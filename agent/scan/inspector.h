@@ -5,7 +5,7 @@
 #include <memory>
 
 #include "model/snapshot.h"
-#include "sources/netfilter/readers.h"
+#include "model/source_options.h"
 
 namespace ad {
 

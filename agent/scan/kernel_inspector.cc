@@ -6,6 +6,7 @@
 #include <optional>
 #include <tuple>
 
+#include "model/istio_facts.h"
 #include "scan/inspector.h"
 #include "sources/netfilter/readers.h"
 #include "sources/netns/netns_guard.h"
@@ -14,11 +15,6 @@
 
 namespace ad {
 namespace {
-
-// Istio's in-pod policy routing table (istio-redirect-rules §2.4).
-constexpr uint32_t kIstioRouteTable = 100;
-// ztunnel's in-pod DNS proxy port (zds-and-ztunnel §7.1).
-constexpr uint16_t kDnsProxyPort = 15053;
 
 class KernelInspector : public NetnsInspector {
  public:
@@ -107,7 +103,7 @@ class KernelInspector : public NetnsInspector {
         settle(reads.ipsets, &sets.error());
       }
     }
-    if (auto routing = ReadRouting({kIstioRouteTable}); routing.ok()) {
+    if (auto routing = ReadRouting({istio::kRouteTableInbound}); routing.ok()) {
       snapshot.routing = std::move(*routing);
       settle(reads.routes, nullptr);
     } else {
@@ -144,7 +140,7 @@ class KernelInspector : public NetnsInspector {
     snapshot.errors.insert(snapshot.errors.end(), listeners.errors.begin(), listeners.errors.end());
     if (dns_udp && reads.listeners == ReadStatus::kOk &&
         HasZtunnelTcpListener(snapshot.listeners)) {
-      ListenerDump dns = ReadUdpSocketsOnPort(kDnsProxyPort);
+      ListenerDump dns = ReadUdpSocketsOnPort(istio::kDnsCapturePort);
       for (ListeningSocket& socket : dns.listeners) snapshot.listeners.push_back(socket);
       reads.dns_udp = dns.errors.empty() ? ReadStatus::kOk : ReadStatus::kFailed;
       snapshot.errors.insert(snapshot.errors.end(), dns.errors.begin(), dns.errors.end());
@@ -153,9 +149,7 @@ class KernelInspector : public NetnsInspector {
 
   static bool HasZtunnelTcpListener(const std::vector<ListeningSocket>& listeners) {
     return std::any_of(listeners.begin(), listeners.end(), [](const ListeningSocket& listener) {
-      return listener.protocol == IPPROTO_TCP &&
-             (listener.port == 15001 || listener.port == 15006 || listener.port == 15008 ||
-              listener.port == kDnsProxyPort);
+      return listener.protocol == IPPROTO_TCP && istio::IsZtunnelInpodPort(listener.port);
     });
   }
 

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "sources/netns/discovery.h"
 #include "sources/netns/netns_workers.h"
 
 namespace ad {

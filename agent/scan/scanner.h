@@ -6,11 +6,13 @@
 #include <vector>
 
 #include "model/snapshot.h"
+#include "model/source_options.h"
 #include "scan/inspector.h"
 #include "scan/node_source.h"
-#include "sources/netns/discovery.h"
 
 namespace ad {
+
+struct DiscoveryCache;  // sources/netns/discovery.h
 
 struct ScanOptions {
   DiscoveryOptions discovery;

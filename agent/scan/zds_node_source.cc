@@ -9,6 +9,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "model/istio_facts.h"
 #include "model/result.h"
 #include "sources/netns/netns_guard.h"
 #include "sources/netns/netns_workers.h"
@@ -247,8 +248,6 @@ bool IsIstioProcessName(const std::string& comm) {
   return comm == "istio-cni" || comm == "install-cni" || comm == "ztunnel";
 }
 
-constexpr uint16_t kZtunnelListenerPorts[] = {15001, 15006, 15008, 15053};
-
 // A socket the inventory should know the owner of but does not: the ZDS listener and the client
 // ends of its connections, and ztunnel-port listeners in any netns.
 bool HasUnownedSocket(const FdInventory& inventory, const ZdsSocketState& zds,
@@ -259,10 +258,9 @@ bool HasUnownedSocket(const FdInventory& inventory, const ZdsSocketState& zds,
   }
   for (const NetnsSnapshot& snapshot : netns) {
     for (const ListeningSocket& listener : snapshot.listeners) {
-      const bool ztunnel_port =
-          std::find(std::begin(kZtunnelListenerPorts), std::end(kZtunnelListenerPorts),
-                    listener.port) != std::end(kZtunnelListenerPorts);
-      if (ztunnel_port && inventory.SocketOwners(listener.inode).empty()) return true;
+      if (istio::IsZtunnelInpodPort(listener.port) &&
+          inventory.SocketOwners(listener.inode).empty())
+        return true;
     }
   }
   return false;

@@ -13,6 +13,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "model/istio_facts.h"
 #include "model/snapshot.h"
 #include "scan/node_source.h"
 #include "sources/proc/fd_inventory.h"
@@ -20,7 +21,7 @@
 namespace ad {
 
 struct ZdsSourceOptions {
-  std::string socket_path = "/var/run/ztunnel/ztunnel.sock";
+  std::string socket_path{istio::kZdsSocketPath};
   // Prepended to socket_path for stat() when the host filesystem is mounted elsewhere ("/host").
   std::string host_path_prefix;
   // The netns whose unix sockets are dumped; empty = the snapshot's host netns.

@@ -9,8 +9,8 @@
 #include <set>
 #include <utility>
 
+#include "base/unique_fd.h"
 #include "model/result.h"
-#include "sources/unique_fd.h"
 #include "sources/ztunnel/admin_parse.h"
 #include "sources/ztunnel/http_get.h"
 

@@ -12,15 +12,16 @@
 #include <string_view>
 #include <vector>
 
+#include "model/istio_facts.h"
 #include "model/zds.h"
 #include "scan/node_source.h"
 
 namespace ad {
 
 struct ZtunnelAdminOptions {
-  uint16_t admin_port = 15000;      // /config_dump, bound to localhost only
-  uint16_t readiness_port = 15021;  // /healthz/ready
-  uint16_t stats_port = 15020;      // /metrics
+  uint16_t admin_port = istio::kZtunnelAdminPort;          // /config_dump, bound to localhost only
+  uint16_t readiness_port = istio::kZtunnelReadinessPort;  // /healthz/ready
+  uint16_t stats_port = istio::kZtunnelStatsPort;          // /metrics
   std::chrono::milliseconds connect_timeout{500};
   std::chrono::milliseconds total_timeout{2000};  // per request
   size_t max_config_dump_bytes = 16u << 20;

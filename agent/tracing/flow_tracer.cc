@@ -31,8 +31,8 @@
 #pragma GCC diagnostic pop
 #endif
 
+#include "base/unique_fd.h"
 #include "hbone_flows.h"
-#include "sources/unique_fd.h"
 
 namespace ad {
 namespace {

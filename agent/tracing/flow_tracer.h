@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "flows/flow.h"
+#include "model/istio_facts.h"
 #include "model/result.h"
 
 namespace ad {
@@ -29,7 +30,8 @@ inline constexpr uint64_t kMaxRingBytes = 1ull << 30;
 std::optional<uint32_t> ParseRingBytes(const std::string& text);
 
 struct TracerOptions {
-  std::vector<uint16_t> ports = {15008};  // at most 8 (bpf/hbone_flows.h HBONE_MAX_PORTS)
+  std::vector<uint16_t> ports = {
+      istio::kZtunnelInboundPort};        // at most 8 (bpf/hbone_flows.h HBONE_MAX_PORTS)
   AttachMode attach = AttachMode::kAuto;  // kAuto: the first that loads and attaches
   // Kernel BTF for CO-RE. Another path is passed to libbpf as its custom BTF; a missing one is
   // reported as "no BTF" (which also lets tests simulate a kernel without BTF).
@@ -51,8 +53,9 @@ struct TracerOptions {
   // given to FlowTracer::SetBypassNetns (the node's ambient pods) only; other netns pay one map
   // lookup per connect. Off: SetBypassNetns has nothing to feed.
   bool watch_bypass_netns = false;
-  std::vector<uint16_t> capture_ports = {15001, 15053};  // at most 2: outbound capture, DNS proxy
-  uint32_t max_bypass_netns = 4096;                      // the watched-netns map's size
+  // At most 2: outbound capture, DNS proxy.
+  std::vector<uint16_t> capture_ports = {istio::kZtunnelOutboundPort, istio::kDnsCapturePort};
+  uint32_t max_bypass_netns = 4096;  // the watched-netns map's size
 };
 
 struct TracerCounters {

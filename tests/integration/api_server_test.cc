@@ -23,7 +23,7 @@
 
 #include "ambientdoctor/v1/ambient_doctor.grpc.pb.h"
 #include "api/report_proto.h"
-#include "sources/unique_fd.h"
+#include "base/unique_fd.h"
 
 namespace ad::api {
 namespace {

@@ -25,7 +25,7 @@
 #include "ambientdoctor/v1/ambient_doctor.grpc.pb.h"
 #include "api/api_server.h"
 #include "api/report_proto.h"
-#include "sources/unique_fd.h"
+#include "base/unique_fd.h"
 #include "tls_test_pki.h"
 
 namespace ad::api {

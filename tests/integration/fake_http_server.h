@@ -27,8 +27,8 @@
 #include <utility>
 #include <vector>
 
+#include "base/unique_fd.h"
 #include "sources/netns/netns_guard.h"
-#include "sources/unique_fd.h"
 
 namespace ad::testing {
 

@@ -18,10 +18,10 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/unique_fd.h"
 #include "child_process_util.h"
 #include "netns_test_util.h"
 #include "sources/proc/fd_inventory.h"
-#include "sources/unique_fd.h"
 
 namespace ad {
 namespace {

@@ -29,6 +29,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/unique_fd.h"
 #include "child_process_util.h"
 #include "daemon/flow_monitor.h"
 #include "flows/flow_hub.h"
@@ -36,7 +37,6 @@
 #include "netns_test_util.h"
 #include "scoped_child.h"
 #include "sources/netns/netns_guard.h"
-#include "sources/unique_fd.h"
 #include "tracing/live_tcp.h"
 
 namespace ad {

@@ -25,6 +25,7 @@
 #include <tuple>
 #include <vector>
 
+#include "base/unique_fd.h"
 #include "daemon/daemon.h"
 #include "lab/exec.h"
 #include "lab/lab.h"
@@ -35,7 +36,6 @@
 #include "sources/route/route_reader.h"
 #include "sources/sockdiag/inet_diag.h"
 #include "sources/sockdiag/sock_diag_socket.h"
-#include "sources/unique_fd.h"
 
 namespace ad {
 namespace {

@@ -22,7 +22,7 @@
 #include "shared_corpus.h"
 #include "sources/netfilter/readers.h"
 #include "sources/netns/netns_guard.h"
-#include "sources/text/rule_text.h"
+#include "text/rule_text.h"
 
 namespace ad {
 namespace {

@@ -12,7 +12,7 @@
 #include "../unit/rule_golden_util.h"
 #include "netns_test_util.h"
 #include "shared_corpus.h"
-#include "sources/text/rule_text.h"
+#include "text/rule_text.h"
 
 namespace ad {
 namespace {

@@ -1,4 +1,4 @@
-// Istio's in-pod policy routing (fwmark rule + local route in table 100) read back via libnl.
+// Istio's in-pod policy routing (fwmark rule + local route in table 100) read back over rtnetlink.
 #include "sources/route/route_reader.h"
 
 #include <gtest/gtest.h>

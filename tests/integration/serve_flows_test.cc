@@ -27,11 +27,11 @@
 #include <vector>
 
 #include "ambientdoctor/v1/ambient_doctor.grpc.pb.h"
+#include "base/unique_fd.h"
 #include "child_process_util.h"
 #include "lab/lab.h"
 #include "scoped_child.h"
 #include "sources/netns/netns_guard.h"
-#include "sources/unique_fd.h"
 #include "sources/ztunnel/http_get.h"
 
 namespace ad {

@@ -20,10 +20,10 @@
 #include <vector>
 
 #include "ambientdoctor/v1/ambient_doctor.grpc.pb.h"
+#include "base/unique_fd.h"
 #include "child_process_util.h"
 #include "lab/lab.h"
 #include "scoped_child.h"
-#include "sources/unique_fd.h"
 #include "tls_test_pki.h"
 
 namespace ad {

@@ -14,7 +14,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "sources/unique_fd.h"
+#include "base/unique_fd.h"
 
 namespace ad {
 namespace {

@@ -1,6 +1,7 @@
-// AlertForFinding is documentation that must match deploy/monitoring/prometheusrule.yaml: every
-// named alert exists there with a runbook, its expression covers the code, and every code an
-// alert expression names maps back to that alert.
+// The finding table's alert and runbook columns (AlertForFinding, RunbookForFinding) are
+// documentation that must match deploy/monitoring/prometheusrule.yaml: every named alert exists
+// there with a runbook, its expression covers the code, every code an alert expression names maps
+// back to that alert, and the runbook index (docs/runbooks/README.md) lists every such alert.
 #include "report/finding_alerts.h"
 
 #include <gtest/gtest.h>
@@ -62,6 +63,8 @@ TEST(FindingAlerts, EveryNamedAlertExistsCoversItsCodeAndHasARunbook) {
     EXPECT_TRUE(std::filesystem::exists(std::filesystem::path(AD_SOURCE_DIR) /
                                         RunbookForFinding(info.code)))
         << RunbookForFinding(info.code);
+    EXPECT_EQ(info.alert, alert);
+    EXPECT_EQ(info.runbook, RunbookForFinding(info.code));
   }
   EXPECT_GE(with_alert, 8);
 }
@@ -74,6 +77,19 @@ TEST(FindingAlerts, EveryCodeAnAlertNamesMapsBackToIt) {
         EXPECT_EQ(AlertForFinding(info.code), alert) << info.name;
       }
     }
+  }
+}
+
+TEST(FindingAlerts, RunbookIndexListsEveryAlertOfTheTable) {
+  const std::string index =
+      ReadFile(std::filesystem::path(AD_SOURCE_DIR) / "docs/runbooks/README.md");
+  ASSERT_FALSE(index.empty());
+  for (const FindingCodeInfo& info : AllFindingCodes()) {
+    if (info.alert.empty()) continue;
+    const std::string row = "| `" + std::string(info.alert) + "` |";
+    const std::string link = "(" + std::string(info.alert) + ".md)";
+    EXPECT_NE(index.find(row), std::string::npos) << info.alert << " has no row in the index";
+    EXPECT_NE(index.find(link), std::string::npos) << info.alert << " has no link in the index";
   }
 }
 

@@ -13,7 +13,7 @@
 #include "analysis/analysis.h"
 #include "analysis_fixtures.h"
 #include "shared_corpus.h"
-#include "sources/text/rule_text.h"
+#include "text/rule_text.h"
 
 namespace ad {
 namespace {

@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "base/unique_fd.h"
 #include "metrics/metrics_endpoint.h"
-#include "sources/unique_fd.h"
 
 namespace ad {
 namespace {

@@ -490,6 +490,38 @@ TEST(RuleChecks, FindingsSortedBySeverityPathCode) {
   EXPECT_EQ(analysis.netns[0].netns_path, "/run/netns/pod-c");
 }
 
+// The one finding order (model/finding.h) that Analyze and the engine's merged findings share:
+// severity first, then netns path, code (enum order) and subject; equal keys keep their order.
+TEST(RuleChecks, SortFindingsOrdersBySeverityPathCodeSubject) {
+  auto make = [](Severity severity, std::string path, FindingCode code, std::string subject,
+                 std::string summary) {
+    Finding f;
+    f.severity = severity;
+    f.netns_path = std::move(path);
+    f.code = code;
+    f.subject = std::move(subject);
+    f.summary = std::move(summary);
+    return f;
+  };
+  std::vector<Finding> findings = {
+      make(Severity::kInfo, "/a", FindingCode::kZdsPending, "", "info"),
+      make(Severity::kWarning, "/b", FindingCode::kDuplicateRule, "y", "warning b y"),
+      make(Severity::kWarning, "/b", FindingCode::kDuplicateRule, "x", "warning b x"),
+      make(Severity::kWarning, "/b", FindingCode::kIncompleteRuleset, "z", "warning b code"),
+      make(Severity::kCritical, "/z", FindingCode::kZdsStall, "", "critical"),
+      make(Severity::kWarning, "/a", FindingCode::kNetnsUnreadable, "", "warning a"),
+      make(Severity::kWarning, "/b", FindingCode::kDuplicateRule, "x", "warning b x again"),
+  };
+  SortFindings(findings);
+  std::vector<std::string> order;
+  for (const Finding& f : findings) order.push_back(f.summary);
+  EXPECT_EQ(order,
+            (std::vector<std::string>{"critical", "warning a", "warning b code", "warning b x",
+                                      "warning b x again", "warning b y", "info"}));
+  EXPECT_TRUE(FindingBefore(findings[0], findings[1]));
+  EXPECT_FALSE(FindingBefore(findings[3], findings[4]));  // equal keys: neither is before
+}
+
 TEST(RuleChecks, FindingCodeTable) {
   // Every enumerator has exactly one row, a name that parses back, a meaning and a hint.
   std::set<FindingCode> seen;
@@ -502,7 +534,9 @@ TEST(RuleChecks, FindingCodeTable) {
     EXPECT_FALSE(info.meaning.empty()) << info.name;
     EXPECT_FALSE(info.hint.empty()) << info.name;
   }
-  EXPECT_EQ(seen.size(), static_cast<size_t>(FindingCode::kZtunnelCertUnhealthy) + 1);
+  // Every enumerator before the kCount sentinel, so a code appended after the last one counts.
+  EXPECT_EQ(seen.size(), kFindingCodeCount);
+  EXPECT_EQ(AllFindingCodes().size(), kFindingCodeCount);
   EXPECT_EQ(FindingCodeDetails(FindingCode::kMixedBackend).severity, Severity::kCritical);
   EXPECT_EQ(ParseFindingCode("NOPE"), std::nullopt);
 }

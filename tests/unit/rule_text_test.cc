@@ -1,4 +1,4 @@
-#include "sources/text/rule_text.h"
+#include "text/rule_text.h"
 
 #include <gtest/gtest.h>
 

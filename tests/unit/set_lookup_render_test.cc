@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "model/rule.h"
-#include "sources/text/rule_text.h"
+#include "text/rule_text.h"
 
 namespace ad {
 namespace {

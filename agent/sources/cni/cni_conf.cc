@@ -10,9 +10,9 @@
 #include <cstring>
 #include <vector>
 
+#include "base/unique_fd.h"
 #include "model/json_parse.h"
 #include "model/result.h"
-#include "sources/unique_fd.h"
 
 namespace ad::cni {
 namespace {

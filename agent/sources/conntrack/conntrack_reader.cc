@@ -18,8 +18,8 @@
 #include <tuple>
 #include <utility>
 
+#include "base/unique_fd.h"
 #include "sources/netfilter/nft_reader_netlink.h"
-#include "sources/unique_fd.h"
 
 namespace ad {
 namespace {
@@ -199,7 +199,7 @@ enum class KernelFilter : uint8_t {
 // kernel as asked. The SNAT address (and, without kUnrepliedTcp, the protocol) is checked here:
 // every dump walks the kernel's whole conntrack hash (all netns share it), and that walk, not
 // the few entries returned, is what a dump costs, so one walk serves every family and address.
-std::optional<SourceError> RunDump(int af, KernelFilter filter, Dump& dump) {
+Status RunDump(int af, KernelFilter filter, Dump& dump) {
   Result<nl::MnlSocket> socket = nl::OpenNetfilterSocket(kSource);
   if (!socket.ok()) return socket.error();
   std::array<char, 256> buffer{};
@@ -324,30 +324,30 @@ Result<ProbeConntrackState> ReadProbeConntrack(const ProbeConntrackOptions& opti
     plans.push_back({{AF_UNSPEC, KernelFilter::kUnreplied}});
   }
   plans.push_back({{AF_UNSPEC, KernelFilter::kNone}});
-  std::optional<SourceError> last_error;
+  Status last = OkStatus();
   for (const std::vector<Attempt>& plan : plans) {
     state.entries.clear();
     state.matched = 0;
     state.examined = 0;
     state.truncated = false;
-    last_error.reset();
+    last = OkStatus();
     bool kernel_filtered = true;
     for (const Attempt& attempt : plan) {
       Dump dump(options, state, wanted);
-      last_error = RunDump(attempt.af, attempt.filter, dump);
-      if (last_error) break;
+      last = RunDump(attempt.af, attempt.filter, dump);
+      if (!last.ok()) break;
       kernel_filtered =
           kernel_filtered && attempt.filter != KernelFilter::kNone && dump.kernel_filtered();
     }
-    if (!last_error) {
+    if (last.ok()) {
       // A kernel that ignores CTA_FILTER returns the whole table: the user-space check did it.
       state.filter = kernel_filtered ? "kernel" : "user-space";
       break;
     }
     // A refused filter (EOPNOTSUPP/EINVAL) tries the next plan; anything else is the answer.
-    if (last_error->error_number != EOPNOTSUPP && last_error->error_number != EINVAL) break;
+    if (last.error().error_number != EOPNOTSUPP && last.error().error_number != EINVAL) break;
   }
-  if (last_error) return Unavailable(*last_error);
+  if (!last.ok()) return Unavailable(last.error());
   std::sort(state.entries.begin(), state.entries.end(),
             [](const ProbeConntrackEntry& a, const ProbeConntrackEntry& b) {
               return std::tie(a.orig_dst, a.orig_dport, a.orig_src, a.orig_sport) <

@@ -16,13 +16,14 @@
 #include <vector>
 
 #include "model/conntrack.h"
+#include "model/istio_facts.h"
 #include "model/result.h"
 
 namespace ad {
 
 struct ProbeConntrackOptions {
-  std::vector<std::string> snat_v4 = {"169.254.7.127"};
-  std::vector<std::string> snat_v6 = {"fd16:9254:7127:1337:ffff:ffff:ffff:ffff"};
+  std::vector<std::string> snat_v4 = {std::string(istio::kProbeSnatV4)};
+  std::vector<std::string> snat_v6 = {std::string(istio::kProbeSnatV6)};
   size_t max_entries = 1024;      // unreplied probe entries kept (the rest only counted)
   size_t max_examined = 262144;   // user-space filter: entries parsed at most (then cut)
   bool force_user_space = false;  // skip the kernel filter (tests and the bench)

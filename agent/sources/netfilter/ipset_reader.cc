@@ -206,16 +206,16 @@ Result<std::vector<ListedSet>> ListSets(bool header_only, const ReadLimits& limi
   std::map<std::string, size_t> by_name;
   size_t members = 0;
   bool truncated = false;
-  auto error = nl::RunRequest(
+  Status listed = nl::RunRequest(
       socket->get(), request, kSource, "IPSET_CMD_LIST dump", [&](const nlmsghdr* message) {
         ParseListMessage(message, &sets, &by_name, &members, &limits, &truncated);
         return truncated ? nl::Next::kStop : nl::Next::kContinue;
       });
-  if (error) {
-    if (MeansUnsupported(error->error_number)) {
+  if (!listed.ok()) {
+    if (MeansUnsupported(listed.error().error_number)) {
       return std::vector<ListedSet>{};
     }
-    return *error;
+    return listed.error();
   }
   return sets;
 }

@@ -18,10 +18,10 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/unique_fd.h"
 #include "sources/netfilter/ipset_reader.h"
 #include "sources/netfilter/xt_compat.h"
 #include "sources/netfilter/xtables_family.h"
-#include "sources/unique_fd.h"
 
 namespace ad {
 namespace legacy {

@@ -523,16 +523,16 @@ class NfTablesReader {
         return socket.error();
       }
       socket_ = socket->get();
-      std::optional<SourceError> error = DumpTables();
-      if (!error) error = DumpChains();
-      if (!error) error = DumpSets();
-      if (!error) error = DumpRules();
-      if (error) {
-        last_error = error;
-        if (error->error_number == EINTR) {
+      Status dumped = DumpTables();
+      if (dumped.ok()) dumped = DumpChains();
+      if (dumped.ok()) dumped = DumpSets();
+      if (dumped.ok()) dumped = DumpRules();
+      if (!dumped.ok()) {
+        last_error = dumped.error();
+        if (dumped.error().error_number == EINTR) {
           continue;  // ruleset changed during a dump
         }
-        return *error;
+        return dumped.error();
       }
       if (!truncated_) {
         auto changed = GenerationChanged();
@@ -598,7 +598,7 @@ class NfTablesReader {
     nlmsghdr* request =
         BuildRequest(buffer, NFT_MSG_GETGEN, AF_UNSPEC, NLM_F_ACK, [](nlmsghdr*) {});
     std::optional<uint32_t> id;
-    auto error =
+    Status got =
         nl::RunRequest(socket_, request, kSource, "NFT_MSG_GETGEN", [&](const nlmsghdr* message) {
           GenPtr gen(nftnl_gen_alloc());
           if (gen && nftnl_gen_nlmsg_parse(message, gen.get()) >= 0) {
@@ -606,8 +606,8 @@ class NfTablesReader {
           }
           return nl::Next::kContinue;
         });
-    if (error) {
-      return *error;
+    if (!got.ok()) {
+      return got.error();
     }
     if (!id) {
       return SourceError{kSource, "NFT_MSG_GETGEN: no generation id in reply", EPROTO};
@@ -620,7 +620,7 @@ class NfTablesReader {
     return it == table_index_.end() ? nullptr : &states_[it->second];
   }
 
-  std::optional<SourceError> DumpTables() {
+  Status DumpTables() {
     RequestBuffer buffer;
     nlmsghdr* request =
         BuildRequest(buffer, NFT_MSG_GETTABLE, NFPROTO_UNSPEC, NLM_F_DUMP, [](nlmsghdr*) {});
@@ -647,7 +647,7 @@ class NfTablesReader {
         });
   }
 
-  std::optional<SourceError> DumpChains() {
+  Status DumpChains() {
     RequestBuffer buffer;
     nlmsghdr* request =
         BuildRequest(buffer, NFT_MSG_GETCHAIN, NFPROTO_UNSPEC, NLM_F_DUMP, [](nlmsghdr*) {});
@@ -684,37 +684,37 @@ class NfTablesReader {
         });
   }
 
-  std::optional<SourceError> DumpSets() {
+  Status DumpSets() {
     std::vector<SetPtr> sets;
     RequestBuffer buffer;
     nlmsghdr* request =
         BuildRequest(buffer, NFT_MSG_GETSET, NFPROTO_UNSPEC, NLM_F_DUMP, [](nlmsghdr*) {});
-    auto error = nl::RunRequest(socket_, request, kSource, "NFT_MSG_GETSET dump",
-                                [&](const nlmsghdr* message) {
-                                  ObserveGeneration(message);
-                                  SetPtr set(nftnl_set_alloc());
-                                  if (set && nftnl_set_nlmsg_parse(message, set.get()) >= 0) {
-                                    sets.push_back(std::move(set));
-                                  }
-                                  return nl::Next::kContinue;
-                                });
-    if (error) {
-      return error;
+    Status listed = nl::RunRequest(socket_, request, kSource, "NFT_MSG_GETSET dump",
+                                   [&](const nlmsghdr* message) {
+                                     ObserveGeneration(message);
+                                     SetPtr set(nftnl_set_alloc());
+                                     if (set && nftnl_set_nlmsg_parse(message, set.get()) >= 0) {
+                                       sets.push_back(std::move(set));
+                                     }
+                                     return nl::Next::kContinue;
+                                   });
+    if (!listed.ok()) {
+      return listed;
     }
     for (SetPtr& set : sets) {
-      if (auto set_error = ReadSet(set.get())) {
-        return set_error;
+      if (Status read = ReadSet(set.get()); !read.ok()) {
+        return read;
       }
     }
-    return std::nullopt;
+    return OkStatus();
   }
 
-  std::optional<SourceError> ReadSet(nftnl_set* set) {
+  Status ReadSet(nftnl_set* set) {
     uint32_t nfproto = nftnl_set_get_u32(set, NFTNL_SET_FAMILY);
     std::string table_name = Str(nftnl_set_get_str(set, NFTNL_SET_TABLE));
     TableState* state = FindTable(nfproto, table_name);
     if (state == nullptr) {
-      return std::nullopt;
+      return OkStatus();
     }
     NftSet out;
     out.name = Str(nftnl_set_get_str(set, NFTNL_SET_NAME));
@@ -735,7 +735,7 @@ class NfTablesReader {
                      [&](nlmsghdr* header) { nftnl_set_elems_nlmsg_build_payload(header, set); });
     std::vector<RawElement> elements;
     bool limit_hit = false;
-    auto error = nl::RunRequest(
+    Status listed = nl::RunRequest(
         socket_, request, kSource, "NFT_MSG_GETSETELEM " + table_name + " " + out.name,
         [&](const nlmsghdr* message) {
           ObserveGeneration(message);
@@ -758,8 +758,8 @@ class NfTablesReader {
           }
           return nl::Next::kContinue;
         });
-    if (error) {
-      return error;
+    if (!listed.ok()) {
+      return listed;
     }
     out.elements = ElementTexts(key_type, (flags & NFT_SET_INTERVAL) != 0, std::move(elements));
     if (limit_hit) {
@@ -771,7 +771,7 @@ class NfTablesReader {
     } else {
       state->table.sets.push_back(std::move(out));
     }
-    return std::nullopt;
+    return OkStatus();
   }
 
   static std::optional<RawElement> ReadElement(nftnl_set_elem* e, bool is_map, uint32_t data_type) {
@@ -828,7 +828,7 @@ class NfTablesReader {
     }
   }
 
-  std::optional<SourceError> DumpRules() {
+  Status DumpRules() {
     RequestBuffer buffer;
     nlmsghdr* request =
         BuildRequest(buffer, NFT_MSG_GETRULE, NFPROTO_UNSPEC, NLM_F_DUMP, [](nlmsghdr*) {});

@@ -66,8 +66,8 @@ Result<MnlSocket> OpenNetfilterSocket(SourceKind source) {
   return socket;
 }
 
-std::optional<SourceError> RunRequest(mnl_socket* socket, nlmsghdr* request, SourceKind source,
-                                      const std::string& what, const MessageHandler& handler) {
+Status RunRequest(mnl_socket* socket, nlmsghdr* request, SourceKind source, const std::string& what,
+                  const MessageHandler& handler) {
   request->nlmsg_seq = NextSequence();
   if (mnl_socket_sendto(socket, request, request->nlmsg_len) < 0) {
     return ErrnoError(source, "sendto(" + what + ")");
@@ -87,7 +87,7 @@ std::optional<SourceError> RunRequest(mnl_socket* socket, nlmsghdr* request, Sou
       return ErrnoError(source, what);
     }
     if (ret == MNL_CB_STOP || context.stopped) {
-      return std::nullopt;
+      return OkStatus();
     }
   }
 }

@@ -30,8 +30,8 @@ using MessageHandler = std::function<Next(const nlmsghdr*)>;
 // Sends `request` (its nlmsg_seq is assigned here) and feeds every reply to `handler` until the
 // dump ends (NLMSG_DONE) or the kernel acks. Errors name `what` and carry the errno; an
 // interrupted dump (NLM_F_DUMP_INTR) is reported as EINTR so callers can retry.
-std::optional<SourceError> RunRequest(mnl_socket* socket, nlmsghdr* request, SourceKind source,
-                                      const std::string& what, const MessageHandler& handler);
+Status RunRequest(mnl_socket* socket, nlmsghdr* request, SourceKind source, const std::string& what,
+                  const MessageHandler& handler);
 
 // Receive buffer size: large enough for the biggest dump skb the kernel builds.
 inline constexpr size_t kReceiveBufferSize = 64 * 1024;

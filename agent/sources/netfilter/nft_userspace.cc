@@ -15,8 +15,8 @@
 #include <cstring>
 #include <vector>
 
+#include "base/unique_fd.h"
 #include "model/result.h"
-#include "sources/unique_fd.h"
 
 namespace ad::nft {
 namespace {

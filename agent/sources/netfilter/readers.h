@@ -8,13 +8,9 @@
 
 #include "model/result.h"
 #include "model/rule.h"
+#include "model/source_options.h"  // ReadLimits
 
 namespace ad {
-
-struct ReadLimits {
-  size_t max_rules_per_netns = 200000;  // beyond this the reader stops and reports truncation
-  size_t max_set_elements = 200000;
-};
 
 // All nf_tables tables (every family) with chains, rules and sets. Tables written by iptables-nft
 // are tagged Backend::kIptablesNft, the rest Backend::kNft.

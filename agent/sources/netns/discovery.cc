@@ -18,7 +18,7 @@
 #include <memory>
 #include <utility>
 
-#include "sources/unique_fd.h"
+#include "base/unique_fd.h"
 
 namespace ad {
 namespace {

@@ -8,19 +8,12 @@
 #include <utility>
 #include <vector>
 
+#include "base/unique_fd.h"
 #include "model/result.h"
 #include "model/snapshot.h"
-#include "sources/unique_fd.h"
+#include "model/source_options.h"  // DiscoveryOptions
 
 namespace ad {
-
-struct DiscoveryOptions {
-  std::string proc_root = "/proc";  // empty = do not scan processes
-  std::vector<std::string> netns_dirs = {"/var/run/netns",
-                                         "/run/containerd/io.containerd.grpc.v1.cri/netns"};
-  std::string host_netns_path;  // empty = <proc_root>/1/ns/net
-  std::string name_glob;        // only bind mounts whose file name matches (fnmatch); "" = all
-};
 
 // Never fails as a whole: unreadable directories and processes become warnings.
 // The record of one netns given by path (a bind mount or /proc/<pid>/ns/net): its dev and inode

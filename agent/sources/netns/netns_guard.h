@@ -5,8 +5,8 @@
 
 #include <string>
 
+#include "base/unique_fd.h"
 #include "model/result.h"
-#include "sources/unique_fd.h"
 
 namespace ad {
 

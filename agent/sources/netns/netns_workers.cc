@@ -6,7 +6,7 @@
 #include <thread>
 #include <utility>
 
-#include "sources/thread_name.h"
+#include "base/thread_name.h"
 
 namespace ad {
 namespace {

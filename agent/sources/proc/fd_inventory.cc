@@ -16,8 +16,8 @@
 #include <memory>
 #include <optional>
 
+#include "base/unique_fd.h"
 #include "model/result.h"
-#include "sources/unique_fd.h"
 
 namespace ad {
 namespace {

@@ -28,8 +28,8 @@
 #include <unordered_map>
 #include <utility>
 
+#include "base/unique_fd.h"
 #include "sources/netfilter/nft_reader_netlink.h"
-#include "sources/unique_fd.h"
 
 namespace ad {
 namespace {
@@ -180,7 +180,7 @@ class RtnlReader {
   // Sends one dump request and hands every reply message to `handle` (the shared libmnl loop;
   // an interrupted dump, NLM_F_DUMP_INTR, comes back as EINTR).
   template <typename Fill, typename Handle>
-  std::optional<SourceError> Dump(uint16_t type, const char* what, Fill fill, Handle handle) {
+  Status Dump(uint16_t type, const char* what, Fill fill, Handle handle) {
     std::array<char, 256> request_buffer{};
     nlmsghdr* request = mnl_nlmsg_put_header(request_buffer.data());
     request->nlmsg_type = type;
@@ -212,15 +212,15 @@ class RtnlReader {
 
   Result<RoutingState> Read(const std::vector<uint32_t>& tables) {
     RoutingState state;
-    if (auto error = ReadRules(state)) return *error;
+    if (Status read = ReadRules(state); !read.ok()) return read.error();
     // One requested table (Istio's 100): let the kernel filter. Several: one unfiltered dump, so
     // the order stays the kernel's dump order.
     const std::optional<uint32_t> kernel_filter =
         tables.size() == 1 ? std::optional(tables.front()) : std::nullopt;
     if (!tables.empty()) {
-      if (auto error = ReadRoutes(kernel_filter, tables, state)) return *error;
+      if (Status read = ReadRoutes(kernel_filter, tables, state); !read.ok()) return read.error();
     }
-    if (auto error = ReadAddresses(state)) return *error;
+    if (Status read = ReadAddresses(state); !read.ok()) return read.error();
     // Disabling IPv6 on a device removes its IPv6 addresses and refuses new ones, so an IPv6
     // address on lo already answers; only without one is the devconf asked.
     const bool lo_has_ipv6 = std::any_of(
@@ -249,7 +249,7 @@ class RtnlReader {
   }
 
  private:
-  std::optional<SourceError> ReadRules(RoutingState& state) {
+  Status ReadRules(RoutingState& state) {
     auto fill = [](nlmsghdr* request) {
       auto* header =
           static_cast<fib_rule_hdr*>(mnl_nlmsg_put_extra_header(request, sizeof(fib_rule_hdr)));
@@ -280,16 +280,16 @@ class RtnlReader {
   // `kernel_filter`: rtm_table + RTA_TABLE, applied by the kernel with NETLINK_GET_STRICT_CHK
   // (an AF_UNSPEC dump of a table that does not exist is empty, not ENOENT). The table check
   // below stays for kernels that ignore the filter.
-  std::optional<SourceError> ReadRoutes(std::optional<uint32_t> kernel_filter,
-                                        const std::vector<uint32_t>& tables, RoutingState& state) {
+  Status ReadRoutes(std::optional<uint32_t> kernel_filter, const std::vector<uint32_t>& tables,
+                    RoutingState& state) {
     for (int family : kDumpFamilies) {
-      if (auto error = ReadRoutes(family, kernel_filter, tables, state)) return error;
+      if (Status read = ReadRoutes(family, kernel_filter, tables, state); !read.ok()) return read;
     }
-    return std::nullopt;
+    return OkStatus();
   }
 
-  std::optional<SourceError> ReadRoutes(int family, std::optional<uint32_t> kernel_filter,
-                                        const std::vector<uint32_t>& tables, RoutingState& state) {
+  Status ReadRoutes(int family, std::optional<uint32_t> kernel_filter,
+                    const std::vector<uint32_t>& tables, RoutingState& state) {
     auto fill = [family, kernel_filter](nlmsghdr* request) {
       auto* header = static_cast<rtmsg*>(mnl_nlmsg_put_extra_header(request, sizeof(rtmsg)));
       header->rtm_family = static_cast<uint8_t>(family);
@@ -333,14 +333,14 @@ class RtnlReader {
     });
   }
 
-  std::optional<SourceError> ReadAddresses(RoutingState& state) {
+  Status ReadAddresses(RoutingState& state) {
     for (int family : kDumpFamilies) {
-      if (auto error = ReadAddresses(family, state)) return error;
+      if (Status read = ReadAddresses(family, state); !read.ok()) return read;
     }
-    return std::nullopt;
+    return OkStatus();
   }
 
-  std::optional<SourceError> ReadAddresses(int family, RoutingState& state) {
+  Status ReadAddresses(int family, RoutingState& state) {
     auto fill = [family](nlmsghdr* request) {
       auto* header =
           static_cast<ifaddrmsg*>(mnl_nlmsg_put_extra_header(request, sizeof(ifaddrmsg)));
@@ -380,15 +380,15 @@ class RtnlReader {
     mnl_attr_put_strz(request, IFLA_IFNAME, "lo");
     mnl_attr_put_u32(request, IFLA_EXT_MASK, RTEXT_FILTER_SKIP_STATS);
     std::optional<bool> disabled;
-    auto error = nl::RunRequest(socket_.get(), request, kSource, "RTM_GETLINK lo",
-                                [&disabled](const nlmsghdr* message) {
-                                  if (message->nlmsg_type == RTM_NEWLINK &&
-                                      mnl_nlmsg_get_payload_len(message) >= sizeof(ifinfomsg)) {
-                                    disabled = LinkIpv6Disabled(message);
-                                  }
-                                  return nl::Next::kContinue;
-                                });
-    if (error || !disabled) return Ipv6DisabledOnLoopbackSysctl();
+    Status asked = nl::RunRequest(socket_.get(), request, kSource, "RTM_GETLINK lo",
+                                  [&disabled](const nlmsghdr* message) {
+                                    if (message->nlmsg_type == RTM_NEWLINK &&
+                                        mnl_nlmsg_get_payload_len(message) >= sizeof(ifinfomsg)) {
+                                      disabled = LinkIpv6Disabled(message);
+                                    }
+                                    return nl::Next::kContinue;
+                                  });
+    if (!asked.ok() || !disabled) return Ipv6DisabledOnLoopbackSysctl();
     return *disabled;
   }
 

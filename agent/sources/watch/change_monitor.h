@@ -28,9 +28,9 @@
 #include <string_view>
 #include <vector>
 
+#include "base/unique_fd.h"
 #include "model/result.h"
 #include "model/snapshot.h"
-#include "sources/unique_fd.h"
 #include "sources/watch/netns_dir_watcher.h"
 #include "sources/watch/watch_sockets.h"
 

@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <string>
 
+#include "base/unique_fd.h"
 #include "model/result.h"
-#include "sources/unique_fd.h"
 
 namespace ad::watch {
 

@@ -75,8 +75,7 @@ Result<typename F::GetInfo> GetInfo(int socket_fd, const std::string& table) {
 
 // Hashes the entry blob without the fields the kernel changes on its own (counters, comefrom).
 template <typename F>
-std::optional<SourceError> HashEntries(int socket_fd, const typename F::GetInfo& info,
-                                       uint64_t* hash) {
+Status HashEntries(int socket_fd, const typename F::GetInfo& info, uint64_t* hash) {
   using GetEntries = typename F::GetEntries;
   using Entry = typename F::Entry;
   const std::string table = info.name;
@@ -109,13 +108,13 @@ std::optional<SourceError> HashEntries(int socket_fd, const typename F::GetInfo&
     offset += entry->next_offset;
   }
   HashBytes(hash, blob, info.size);
-  return std::nullopt;
+  return OkStatus();
 }
 
 // `tables` (optional): how many tables the family listed.
 template <typename F>
-std::optional<SourceError> HashFamily(int names_fd, int socket_fd, bool with_entries,
-                                      uint64_t* hash, size_t* tables = nullptr) {
+Status HashFamily(int names_fd, int socket_fd, bool with_entries, uint64_t* hash,
+                  size_t* tables = nullptr) {
   Result<std::vector<std::string>> names = ReadNames<F>(names_fd);
   if (!names.ok()) return names.error();
   if (tables != nullptr) *tables = names->size();
@@ -134,12 +133,12 @@ std::optional<SourceError> HashFamily(int names_fd, int socket_fd, bool with_ent
     HashValue(hash, info->num_entries);
     HashValue(hash, info->size);
     if (with_entries) {
-      if (std::optional<SourceError> error = HashEntries<F>(socket_fd, *info, hash)) {
-        HashValue(hash, error->error_number);
+      if (Status hashed = HashEntries<F>(socket_fd, *info, hash); !hashed.ok()) {
+        HashValue(hash, hashed.error().error_number);
       }
     }
   }
-  return std::nullopt;
+  return OkStatus();
 }
 
 template <typename F>
@@ -173,10 +172,9 @@ Result<uint64_t> LegacyFingerprint::HashIpv4(bool with_entries, size_t* ipv4_tab
   uint64_t hash = kFnvOffset;
   HashValue(&hash, with_entries);
   if (ipv4_.names.valid()) {
-    if (auto error = HashFamily<Ipv4>(ipv4_.names.get(), ipv4_.socket.get(), with_entries, &hash,
-                                      ipv4_tables)) {
-      return *error;
-    }
+    Status hashed =
+        HashFamily<Ipv4>(ipv4_.names.get(), ipv4_.socket.get(), with_entries, &hash, ipv4_tables);
+    if (!hashed.ok()) return hashed.error();
   }
   return hash;
 }
@@ -191,10 +189,9 @@ Result<uint64_t> LegacyFingerprint::Gate() {
     size_t ipv6_tables = 0;
     quiet_ipv6_part_.reset();
     quiet_ipv6_gates_ = 0;
-    if (auto error =
-            HashFamily<Ipv6>(ipv6_.names.get(), ipv6_.socket.get(), false, &part, &ipv6_tables)) {
-      return *error;
-    }
+    Status hashed =
+        HashFamily<Ipv6>(ipv6_.names.get(), ipv6_.socket.get(), false, &part, &ipv6_tables);
+    if (!hashed.ok()) return hashed.error();
     if (ipv6_tables == 0) quiet_ipv6_part_ = part;
     HashValue(&*hash, part);
   } else {
@@ -206,9 +203,8 @@ Result<uint64_t> LegacyFingerprint::Gate() {
 Result<uint64_t> LegacyFingerprint::ContentHash() {
   Result<uint64_t> hash = HashIpv4(true, nullptr);
   if (!hash.ok() || !ipv6_.names.valid()) return hash;
-  if (auto error = HashFamily<Ipv6>(ipv6_.names.get(), ipv6_.socket.get(), true, &*hash)) {
-    return *error;
-  }
+  Status hashed = HashFamily<Ipv6>(ipv6_.names.get(), ipv6_.socket.get(), true, &*hash);
+  if (!hashed.ok()) return hashed.error();
   return hash;
 }
 

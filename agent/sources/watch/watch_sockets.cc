@@ -87,14 +87,14 @@ Result<NftEventSocket> NftEventSocket::Open(int receive_buffer) {
 // `on_message`. ENOBUFS (events lost) sets *overflow once and reading goes on: what is queued after
 // it is fresh. Any other error also counts as an overflow (unknown state) and ends the drain.
 template <typename OnMessage>
-std::optional<SourceError> DrainNetlink(int fd, SourceKind kind, const char* what, bool* overflow,
-                                        OnMessage on_message) {
+Status DrainNetlink(int fd, SourceKind kind, const char* what, bool* overflow,
+                    OnMessage on_message) {
   std::array<char, kReceiveSize> buffer;
   for (;;) {
     const ssize_t n = ::recv(fd, buffer.data(), buffer.size(), MSG_DONTWAIT);
     if (n < 0) {
       if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) return std::nullopt;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return OkStatus();
       if (errno == ENOBUFS) {
         *overflow = true;
         continue;
@@ -112,7 +112,7 @@ std::optional<SourceError> DrainNetlink(int fd, SourceKind kind, const char* wha
 
 NftDrain NftEventSocket::Drain() {
   NftDrain drain;
-  if (auto error = DrainNetlink(fd_.get(), SourceKind::kNftables, "NFNLGRP_NFTABLES",
+  Status drained = DrainNetlink(fd_.get(), SourceKind::kNftables, "NFNLGRP_NFTABLES",
                                 &drain.overflow, [&drain](const nlmsghdr* message) {
                                   if (message->nlmsg_type == NftMessageType(NFT_MSG_NEWGEN)) {
                                     if (drain.commits.size() < kMaxCommitsPerDrain) {
@@ -123,9 +123,8 @@ NftDrain NftEventSocket::Drain() {
                                   } else if ((message->nlmsg_type >> 8) == NFNL_SUBSYS_NFTABLES) {
                                     ++drain.object_messages;
                                   }
-                                })) {
-    drain.error = std::move(*error);
-  }
+                                });
+  if (!drained.ok()) drain.error = drained.error();
   return drain;
 }
 
@@ -203,7 +202,7 @@ uint32_t RouteTable(const nlmsghdr* message) {
 
 RouteDrain RouteEventSocket::Drain() {
   RouteDrain drain;
-  if (auto error = DrainNetlink(fd_.get(), SourceKind::kRoute, "NETLINK_ROUTE", &drain.overflow,
+  Status drained = DrainNetlink(fd_.get(), SourceKind::kRoute, "NETLINK_ROUTE", &drain.overflow,
                                 [&drain](const nlmsghdr* message) {
                                   switch (message->nlmsg_type) {
                                     case RTM_NEWRULE:
@@ -218,9 +217,8 @@ RouteDrain RouteEventSocket::Drain() {
                                     default:
                                       break;
                                   }
-                                })) {
-    drain.error = std::move(*error);
-  }
+                                });
+  if (!drained.ok()) drain.error = drained.error();
   return drain;
 }
 

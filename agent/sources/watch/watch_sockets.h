@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "base/unique_fd.h"
 #include "model/result.h"
-#include "sources/unique_fd.h"
 
 namespace ad::watch {
 

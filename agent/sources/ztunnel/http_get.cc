@@ -14,9 +14,9 @@
 #include <optional>
 #include <utility>
 
+#include "base/unique_fd.h"
 #include "sources/netns/netns_guard.h"
 #include "sources/netns/netns_workers.h"
-#include "sources/unique_fd.h"
 
 namespace ad::ztunnel {
 namespace {

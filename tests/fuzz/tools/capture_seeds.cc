@@ -25,8 +25,8 @@
 #include <vector>
 
 #include "../legacy_blob_input.h"
+#include "base/unique_fd.h"
 #include "sources/netfilter/nft_reader_netlink.h"
-#include "sources/unique_fd.h"
 
 namespace {
 
@@ -46,14 +46,14 @@ int CaptureNft(const std::string& dir, const std::string& prefix) {
   nlmsghdr* request =
       nftnl_nlmsg_build_hdr(buffer.data(), NFT_MSG_GETRULE, NFPROTO_UNSPEC, NLM_F_DUMP, 0);
   int count = 0;
-  auto error = ad::nl::RunRequest(socket->get(), request, ad::SourceKind::kNftables,
-                                  "NFT_MSG_GETRULE dump", [&](const nlmsghdr* message) {
-                                    WriteFile(dir + "/" + prefix + "_" + std::to_string(count++),
-                                              message, message->nlmsg_len);
-                                    return ad::nl::Next::kContinue;
-                                  });
-  if (error) {
-    std::fprintf(stderr, "%s\n", error->message.c_str());
+  ad::Status dumped = ad::nl::RunRequest(
+      socket->get(), request, ad::SourceKind::kNftables, "NFT_MSG_GETRULE dump",
+      [&](const nlmsghdr* message) {
+        WriteFile(dir + "/" + prefix + "_" + std::to_string(count++), message, message->nlmsg_len);
+        return ad::nl::Next::kContinue;
+      });
+  if (!dumped.ok()) {
+    std::fprintf(stderr, "%s\n", dumped.error().message.c_str());
     return 1;
   }
   return 0;

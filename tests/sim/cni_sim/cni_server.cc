@@ -18,7 +18,7 @@
 #include <sstream>
 #include <thread>
 
-#include "sources/unique_fd.h"
+#include "base/unique_fd.h"
 #include "zds/zds.pb.h"
 #include "zds_wire/zds_wire.h"
 

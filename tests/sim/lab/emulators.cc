@@ -14,7 +14,7 @@
 #include <optional>
 #include <thread>
 
-#include "sources/unique_fd.h"
+#include "base/unique_fd.h"
 #include "sources/ztunnel/http_get.h"
 
 extern char** environ;

@@ -12,7 +12,7 @@
 #include <filesystem>
 #include <sstream>
 
-#include "sources/unique_fd.h"
+#include "base/unique_fd.h"
 
 extern char** environ;
 

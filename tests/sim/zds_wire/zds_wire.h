@@ -9,8 +9,8 @@
 #include <variant>
 #include <vector>
 
+#include "base/unique_fd.h"
 #include "model/result.h"
-#include "sources/unique_fd.h"
 
 namespace ad::zds {
 

@@ -10,7 +10,7 @@
 #include <cstring>
 #include <thread>
 
-#include "sources/unique_fd.h"
+#include "base/unique_fd.h"
 #include "ztunnel_sim/ztunnel_sim.h"
 
 namespace ad::sim {

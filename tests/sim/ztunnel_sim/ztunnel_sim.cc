@@ -23,8 +23,8 @@
 #include <mutex>
 #include <thread>
 
+#include "base/unique_fd.h"
 #include "model/json.h"
-#include "sources/unique_fd.h"
 #include "zds/zds.pb.h"
 #include "zds_wire/zds_wire.h"
 

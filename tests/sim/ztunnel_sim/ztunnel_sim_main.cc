@@ -12,7 +12,7 @@
 #include <string_view>
 #include <vector>
 
-#include "sources/unique_fd.h"
+#include "base/unique_fd.h"
 #include "ztunnel_sim/ztunnel_sim.h"
 
 namespace {

@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "sources/text/rule_text.h"
-#include "sources/text/text_util.h"
+#include "text/rule_text.h"
+#include "text/text_util.h"
 
 namespace ad {
 

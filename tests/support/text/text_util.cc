@@ -1,4 +1,4 @@
-#include "sources/text/text_util.h"
+#include "text/text_util.h"
 
 #include <arpa/inet.h>
 
