@@ -18,7 +18,7 @@ namespace ad {
 
 struct JsonLimits {
   size_t max_bytes = 64 << 20;
-  size_t max_depth = 64;  // containers around a value, the root's not counted
+  size_t max_depth = 64;  // containers a value may sit in ([[1]]: the 1 sits in two)
 };
 
 // The outcome of reading a text: ok, or why not ("offset 17: missing a colon after a name of

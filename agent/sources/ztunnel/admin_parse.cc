@@ -8,6 +8,7 @@
 #include <charconv>
 #include <cmath>
 #include <iterator>
+#include <numeric>
 #include <vector>
 
 #include "model/json_reader.h"
@@ -33,6 +34,26 @@ std::string ShowKey(std::string_view key) {
   return out + "\"";
 }
 
+// Where a skipped value sits ("workloads[3]", "workloadState[\"uid\"].info"), spelt out only
+// when a warning needs it: most entries need none.
+struct Where {
+  std::string_view section;
+  bool keyed = false;       // the section is an object: entries are named by key
+  std::string_view key;     // ... the entry's key
+  size_t index = 0;         // the entry's position otherwise
+  std::string_view member;  // ".info", or empty for the entry itself
+
+  std::string Text() const {
+    return std::string(section) + "[" + (keyed ? ShowKey(key) : std::to_string(index)) + "]" +
+           std::string(member);
+  }
+  Where In(std::string_view inner) const {
+    Where where = *this;
+    where.member = inner;
+    return where;
+  }
+};
+
 // What one section of the dump gave besides its entries. A section named twice keeps its last
 // occurrence, as a member lookup would, and its skips go with it.
 struct SectionLog {
@@ -44,56 +65,76 @@ struct SectionLog {
     ++skipped;
     if (warnings.size() < kMaxWarnings) warnings.push_back(std::move(message));
   }
+  void Skip(const Where& where, std::string_view reason) {
+    ++skipped;
+    if (warnings.size() < kMaxWarnings) warnings.push_back(where.Text() + std::string(reason));
+  }
 };
 
 // A string member; "" when absent or null, "" plus a warning when of another type.
-std::string StringField(const rapidjson::Value& object, std::string_view key,
-                        const std::string& where, SectionLog& log) {
+std::string StringField(const rapidjson::Value& object, std::string_view key, const Where& where,
+                        SectionLog& log) {
   const rapidjson::Value* value = JsonMember(object, key);
   if (value == nullptr || value->IsNull()) return {};
   if (!value->IsString()) {
-    log.Skip(where + "." + std::string(key) + ": not a string");
+    log.Skip(where, "." + std::string(key) + ": not a string");
     return {};
   }
   return std::string(JsonText(value));
 }
 
-void ReadWorkloadState(std::string_view uid, const rapidjson::Value& entry, SectionLog& log,
+void ReadWorkloadState(const Where& where, const rapidjson::Value& entry, SectionLog& log,
                        std::vector<ZtunnelWorkloadState>& out) {
-  const std::string where = "workloadState[" + ShowKey(uid) + "]";
-  if (uid.empty()) {
-    log.Skip(where + ": empty pod UID");
+  if (where.key.empty()) {
+    log.Skip(where, ": empty pod UID");
     return;
   }
   if (!entry.IsObject()) {
-    log.Skip(where + ": not an object");
+    log.Skip(where, ": not an object");
     return;
   }
   ZtunnelWorkloadState state;
-  state.pod_uid = uid;
+  state.pod_uid = where.key;
   state.state = StringField(entry, "state", where, log);
   if (const rapidjson::Value* info = JsonMember(entry, "info");
       info != nullptr && !info->IsNull()) {
     if (info->IsObject()) {
-      state.name = StringField(*info, "name", where + ".info", log);
-      state.namespace_name = StringField(*info, "namespace", where + ".info", log);
-      state.service_account = StringField(*info, "serviceAccount", where + ".info", log);
+      const Where in_info = where.In(".info");
+      state.name = StringField(*info, "name", in_info, log);
+      state.namespace_name = StringField(*info, "namespace", in_info, log);
+      state.service_account = StringField(*info, "serviceAccount", in_info, log);
     } else {
-      log.Skip(where + ".info: not an object");
+      log.Skip(where, ".info: not an object");
     }
   }
   out.push_back(std::move(state));
 }
 
-void ReadWorkload(const rapidjson::Value& entry, const std::string& where, std::string_view map_key,
-                  SectionLog& log, std::vector<ZtunnelWorkload>& out) {
+void ReadWorkloadIps(const rapidjson::Value& ips, const Where& where, SectionLog& log,
+                     std::vector<std::string>& out) {
+  if (!ips.IsArray()) {
+    log.Skip(where, ".workloadIps: not an array");
+    return;
+  }
+  for (rapidjson::SizeType i = 0; i < ips.Size(); ++i) {
+    auto canonical = ips[i].IsString() ? CanonicalWorkloadIp(JsonText(&ips[i])) : std::nullopt;
+    if (canonical) {
+      out.push_back(std::move(*canonical));
+    } else {
+      log.Skip(where, ".workloadIps[" + std::to_string(i) + "]: not an IP address");
+    }
+  }
+}
+
+void ReadWorkload(const Where& where, const rapidjson::Value& entry, SectionLog& log,
+                  std::vector<ZtunnelWorkload>& out) {
   if (!entry.IsObject()) {
-    log.Skip(where + ": not an object");
+    log.Skip(where, ": not an object");
     return;
   }
   ZtunnelWorkload workload;
   workload.uid = StringField(entry, "uid", where, log);
-  if (workload.uid.empty()) workload.uid = std::string(map_key);  // the old map is keyed by uid
+  if (workload.uid.empty()) workload.uid = where.key;  // the old map is keyed by uid
   workload.name = StringField(entry, "name", where, log);
   workload.namespace_name = StringField(entry, "namespace", where, log);
   workload.node = StringField(entry, "node", where, log);
@@ -101,43 +142,31 @@ void ReadWorkload(const rapidjson::Value& entry, const std::string& where, std::
   workload.network_mode = StringField(entry, "networkMode", where, log);
   if (const rapidjson::Value* ips = JsonMember(entry, "workloadIps");
       ips != nullptr && !ips->IsNull()) {
-    if (!ips->IsArray()) {
-      log.Skip(where + ".workloadIps: not an array");
-    } else {
-      for (rapidjson::SizeType i = 0; i < ips->Size(); ++i) {
-        const rapidjson::Value& ip = (*ips)[i];
-        auto canonical = ip.IsString() ? CanonicalWorkloadIp(JsonText(&ip)) : std::nullopt;
-        if (canonical) {
-          workload.ips.push_back(std::move(*canonical));
-        } else {
-          log.Skip(where + ".workloadIps[" + std::to_string(i) + "]: not an IP address");
-        }
-      }
-    }
+    ReadWorkloadIps(*ips, where, log, workload.ips);
   }
   out.push_back(std::move(workload));
 }
 
 // certChain: [{expirationTime, ...}]: its length and earliest expiry.
-void ReadCertChain(const rapidjson::Value& chain, const std::string& where, SectionLog& log,
+void ReadCertChain(const rapidjson::Value& chain, const Where& where, SectionLog& log,
                    ZtunnelCertificate& certificate) {
   if (!chain.IsArray()) {
-    log.Skip(where + ".certChain: not an array");
+    log.Skip(where, ".certChain: not an array");
     return;
   }
   for (rapidjson::SizeType j = 0; j < chain.Size(); ++j) {
     const rapidjson::Value& cert = chain[j];
-    const std::string cert_where = where + ".certChain[" + std::to_string(j) + "]";
+    const std::string member = ".certChain[" + std::to_string(j) + "]";
     if (!cert.IsObject()) {
-      log.Skip(cert_where + ": not an object");
+      log.Skip(where, member + ": not an object");
       continue;
     }
     ++certificate.chain_length;
-    const std::string expiration = StringField(cert, "expirationTime", cert_where, log);
+    const std::string expiration = StringField(cert, "expirationTime", where.In(member), log);
     if (expiration.empty()) continue;
     const std::optional<int64_t> at = ParseRfc3339UnixMs(expiration);
     if (!at) {
-      log.Skip(cert_where + ".expirationTime: not an RFC 3339 time");
+      log.Skip(where, member + ".expirationTime: not an RFC 3339 time");
       continue;
     }
     if (certificate.expires_unix_ms == 0 || *at < certificate.expires_unix_ms) {
@@ -147,17 +176,17 @@ void ReadCertChain(const rapidjson::Value& chain, const std::string& where, Sect
 }
 
 // One entry of "certificates": [{identity, state, certChain: [...], rootCerts}].
-void ReadCertificate(const rapidjson::Value& entry, const std::string& where, SectionLog& log,
+void ReadCertificate(const Where& where, const rapidjson::Value& entry, SectionLog& log,
                      std::vector<ZtunnelCertificate>& out) {
   if (!entry.IsObject()) {
-    log.Skip(where + ": not an object");
+    log.Skip(where, ": not an object");
     return;
   }
   ZtunnelCertificate certificate;
   certificate.identity = StringField(entry, "identity", where, log);
   certificate.state = StringField(entry, "state", where, log);
   if (certificate.identity.empty()) {
-    log.Skip(where + ": no identity");
+    log.Skip(where, ": no identity");
     return;
   }
   if (const rapidjson::Value* chain = JsonMember(entry, "certChain");
@@ -167,12 +196,38 @@ void ReadCertificate(const rapidjson::Value& entry, const std::string& where, Se
   out.push_back(std::move(certificate));
 }
 
+// Moves items[order[i]] to position i, following each cycle of the permutation with one
+// temporary: no second array of items (a stable_sort of the items themselves would allocate one
+// and move every item once per merge pass).
+template <typename T>
+void Permute(std::vector<T>& items, std::vector<uint32_t>& order) {
+  for (uint32_t start = 0; start < order.size(); ++start) {
+    if (order[start] == start) continue;
+    T held = std::move(items[start]);
+    uint32_t at = start;
+    while (order[at] != start) {
+      const uint32_t from = order[at];
+      items[at] = std::move(items[from]);
+      order[at] = at;
+      at = from;
+    }
+    items[at] = std::move(held);
+    order[at] = at;
+  }
+}
+
 // Sorts by `key`; of entries with the same key the last in document order stays, as a map
 // assignment in document order would leave it.
 template <typename T>
 void SortKeepingLast(std::vector<T>& items, std::string T::*key) {
-  std::stable_sort(items.begin(), items.end(),
-                   [key](const T& a, const T& b) { return a.*key < b.*key; });
+  const auto less = [key](const T& a, const T& b) { return a.*key < b.*key; };
+  if (!std::is_sorted(items.begin(), items.end(), less)) {
+    std::vector<uint32_t> order(items.size());
+    std::iota(order.begin(), order.end(), 0u);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](uint32_t a, uint32_t b) { return less(items[a], items[b]); });
+    Permute(items, order);
+  }
   auto write = items.begin();
   for (auto it = items.begin(); it != items.end(); ++it) {
     const auto next = std::next(it);
@@ -392,23 +447,21 @@ bool ConfigDumpHandler::FinishEntry() {
 }
 
 void ConfigDumpHandler::Convert(const rapidjson::Value& entry) {
-  const size_t index = entry_index_++;
+  Where where{.keyed = !active_is_array_,
+              .key = active_is_array_ ? std::string_view() : std::string_view(entry_key_),
+              .index = entry_index_++};
   switch (active_) {
     case Section::kWorkloadState:
-      ReadWorkloadState(entry_key_, entry, state_log_, dump_.workload_state);
+      where.section = "workloadState";
+      ReadWorkloadState(where, entry, state_log_, dump_.workload_state);
       break;
     case Section::kWorkloads:
-      if (active_is_array_) {
-        ReadWorkload(entry, "workloads[" + std::to_string(index) + "]", {}, workloads_log_,
-                     dump_.workloads);
-      } else {
-        ReadWorkload(entry, "workloads[" + ShowKey(entry_key_) + "]", entry_key_, workloads_log_,
-                     dump_.workloads);
-      }
+      where.section = "workloads";
+      ReadWorkload(where, entry, workloads_log_, dump_.workloads);
       break;
     case Section::kCertificates:
-      ReadCertificate(entry, "certificates[" + std::to_string(index) + "]", certificates_log_,
-                      dump_.certificates);
+      where.section = "certificates";
+      ReadCertificate(where, entry, certificates_log_, dump_.certificates);
       break;
     case Section::kNone:
       break;
@@ -480,9 +533,9 @@ std::optional<std::string> CanonicalWorkloadIp(std::string_view text) {
   char out[INET6_ADDRSTRLEN] = {};
   in_addr v4{};
   in6_addr v6{};
-  if (::inet_pton(AF_INET, address.c_str(), &v4) == 1) {
-    return std::string(::inet_ntop(AF_INET, &v4, out, sizeof(out)));
-  }
+  // glibc's inet_pton takes only the dotted-quad form without leading zeros, which is already
+  // what inet_ntop would print.
+  if (::inet_pton(AF_INET, address.c_str(), &v4) == 1) return address;
   if (::inet_pton(AF_INET6, address.c_str(), &v6) == 1) {
     return std::string(::inet_ntop(AF_INET6, &v6, out, sizeof(out)));
   }
