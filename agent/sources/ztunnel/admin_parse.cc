@@ -83,16 +83,9 @@ std::string StringField(const rapidjson::Value& object, std::string_view key, co
   return std::string(JsonText(value));
 }
 
+// The readers of one entry (an object; Convert skips the rest).
 void ReadWorkloadState(const Where& where, const rapidjson::Value& entry, SectionLog& log,
                        std::vector<ZtunnelWorkloadState>& out) {
-  if (where.key.empty()) {
-    log.Skip(where, ": empty pod UID");
-    return;
-  }
-  if (!entry.IsObject()) {
-    log.Skip(where, ": not an object");
-    return;
-  }
   ZtunnelWorkloadState state;
   state.pod_uid = where.key;
   state.state = StringField(entry, "state", where, log);
@@ -128,10 +121,6 @@ void ReadWorkloadIps(const rapidjson::Value& ips, const Where& where, SectionLog
 
 void ReadWorkload(const Where& where, const rapidjson::Value& entry, SectionLog& log,
                   std::vector<ZtunnelWorkload>& out) {
-  if (!entry.IsObject()) {
-    log.Skip(where, ": not an object");
-    return;
-  }
   ZtunnelWorkload workload;
   workload.uid = StringField(entry, "uid", where, log);
   if (workload.uid.empty()) workload.uid = where.key;  // the old map is keyed by uid
@@ -178,10 +167,6 @@ void ReadCertChain(const rapidjson::Value& chain, const Where& where, SectionLog
 // One entry of "certificates": [{identity, state, certChain: [...], rootCerts}].
 void ReadCertificate(const Where& where, const rapidjson::Value& entry, SectionLog& log,
                      std::vector<ZtunnelCertificate>& out) {
-  if (!entry.IsObject()) {
-    log.Skip(where, ": not an object");
-    return;
-  }
   ZtunnelCertificate certificate;
   certificate.identity = StringField(entry, "identity", where, log);
   certificate.state = StringField(entry, "state", where, log);
@@ -447,24 +432,25 @@ bool ConfigDumpHandler::FinishEntry() {
 }
 
 void ConfigDumpHandler::Convert(const rapidjson::Value& entry) {
-  Where where{.keyed = !active_is_array_,
-              .key = active_is_array_ ? std::string_view() : std::string_view(entry_key_),
-              .index = entry_index_++};
-  switch (active_) {
-    case Section::kWorkloadState:
-      where.section = "workloadState";
-      ReadWorkloadState(where, entry, state_log_, dump_.workload_state);
-      break;
-    case Section::kWorkloads:
-      where.section = "workloads";
-      ReadWorkload(where, entry, workloads_log_, dump_.workloads);
-      break;
-    case Section::kCertificates:
-      where.section = "certificates";
-      ReadCertificate(where, entry, certificates_log_, dump_.certificates);
-      break;
-    case Section::kNone:
-      break;
+  const bool state = active_ == Section::kWorkloadState;
+  const bool workloads = active_ == Section::kWorkloads;
+  SectionLog& log = state ? state_log_ : workloads ? workloads_log_ : certificates_log_;
+  const Where where{.section = state       ? "workloadState"
+                               : workloads ? "workloads"
+                                           : "certificates",
+                    .keyed = !active_is_array_,
+                    .key = active_is_array_ ? std::string_view() : std::string_view(entry_key_),
+                    .index = entry_index_++};
+  if (state && where.key.empty()) {
+    log.Skip(where, ": empty pod UID");
+  } else if (!entry.IsObject()) {
+    log.Skip(where, ": not an object");
+  } else if (state) {
+    ReadWorkloadState(where, entry, log, dump_.workload_state);
+  } else if (workloads) {
+    ReadWorkload(where, entry, log, dump_.workloads);
+  } else {
+    ReadCertificate(where, entry, log, dump_.certificates);
   }
 }
 
