@@ -4,146 +4,82 @@
 #include <cstdio>
 
 namespace ad {
+namespace {
 
-std::string JsonEscape(std::string_view s) {
-  std::string out;
-  out.reserve(s.size() + 2);
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof(buf), "\\u%04x", c);
-          out += buf;
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-  }
-  return out;
-}
+// RapidJSON wants a pointer that is never null, even for an empty string.
+const char* Chars(std::string_view s) { return s.data() != nullptr ? s.data() : ""; }
+rapidjson::SizeType Size(std::string_view s) { return static_cast<rapidjson::SizeType>(s.size()); }
 
-void JsonWriter::Newline() {
-  if (!pretty_) return;
-  out_ += '\n';
-  out_.append(stack_.size() * 2, ' ');
-}
+}  // namespace
 
-void JsonWriter::BeforeValue() {
-  if (after_key_) {
-    after_key_ = false;
-    return;
-  }
-  if (!stack_.empty()) {
-    if (!stack_.back().empty) out_ += ',';
-    stack_.back().empty = false;
-    Newline();
-  }
+JsonWriter::JsonWriter(bool pretty)
+    : writer_(pretty ? decltype(writer_)(std::in_place_type<Pretty>, out_)
+                     : decltype(writer_)(std::in_place_type<Compact>, out_)) {
+  if (auto* p = std::get_if<Pretty>(&writer_)) p->SetIndent(' ', 2);
 }
 
 JsonWriter& JsonWriter::BeginObject() {
-  BeforeValue();
-  out_ += '{';
-  stack_.push_back({true, true});
-  return *this;
+  return Apply([](auto& w) { w.StartObject(); });
 }
 
 JsonWriter& JsonWriter::EndObject() {
-  bool empty = stack_.back().empty;
-  stack_.pop_back();
-  if (!empty) Newline();
-  out_ += '}';
-  if (stack_.empty() && pretty_) out_ += '\n';
+  Apply([](auto& w) { w.EndObject(); });
+  if (std::holds_alternative<Pretty>(writer_) && std::get<Pretty>(writer_).IsComplete()) {
+    out_.text += '\n';
+  }
   return *this;
 }
 
 JsonWriter& JsonWriter::BeginArray() {
-  BeforeValue();
-  out_ += '[';
-  stack_.push_back({false, true});
-  return *this;
+  return Apply([](auto& w) { w.StartArray(); });
 }
 
 JsonWriter& JsonWriter::EndArray() {
-  bool empty = stack_.back().empty;
-  stack_.pop_back();
-  if (!empty) Newline();
-  out_ += ']';
-  return *this;
+  return Apply([](auto& w) { w.EndArray(); });
 }
 
 JsonWriter& JsonWriter::Key(std::string_view key) {
-  BeforeValue();
-  out_ += '"';
-  out_ += JsonEscape(key);
-  out_ += pretty_ ? "\": " : "\":";
-  after_key_ = true;
-  return *this;
+  return Apply([key](auto& w) { w.Key(Chars(key), Size(key)); });
 }
 
 JsonWriter& JsonWriter::String(std::string_view value) {
-  BeforeValue();
-  out_ += '"';
-  out_ += JsonEscape(value);
-  out_ += '"';
-  return *this;
+  return Apply([value](auto& w) { w.String(Chars(value), Size(value)); });
 }
 
 JsonWriter& JsonWriter::Int(int64_t value) {
-  BeforeValue();
-  out_ += std::to_string(value);
-  return *this;
+  return Apply([value](auto& w) { w.Int64(value); });
 }
 
 JsonWriter& JsonWriter::Uint(uint64_t value) {
-  BeforeValue();
-  out_ += std::to_string(value);
-  return *this;
+  return Apply([value](auto& w) { w.Uint64(value); });
 }
 
 JsonWriter& JsonWriter::Double(double value) {
-  BeforeValue();
-  if (!std::isfinite(value)) {
-    out_ += "null";
-    return *this;
-  }
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.3f", value);
-  out_ += buf;
-  return *this;
+  if (!std::isfinite(value)) return Null();
+  // A fixed three decimals (RapidJSON writes the shortest form): outputs keep one shape.
+  char buf[320];  // room for DBL_MAX's 309 digits
+  const int n = std::snprintf(buf, sizeof(buf), "%.3f", value);
+  return Apply([&](auto& w) { w.RawValue(buf, static_cast<size_t>(n), rapidjson::kNumberType); });
 }
 
 JsonWriter& JsonWriter::Bool(bool value) {
-  BeforeValue();
-  out_ += value ? "true" : "false";
-  return *this;
+  return Apply([value](auto& w) { w.Bool(value); });
 }
 
 JsonWriter& JsonWriter::Null() {
-  BeforeValue();
-  out_ += "null";
-  return *this;
+  return Apply([](auto& w) { w.Null(); });
 }
 
 JsonWriter& JsonWriter::StringArray(std::string_view key, const std::vector<std::string>& values) {
   Key(key).BeginArray();
   for (const auto& v : values) String(v);
   return EndArray();
+}
+
+std::string JsonEscape(std::string_view s) {
+  JsonWriter writer(/*pretty=*/false);
+  const std::string& quoted = writer.String(s).str();
+  return quoted.substr(1, quoted.size() - 2);
 }
 
 }  // namespace ad

@@ -1,20 +1,27 @@
-// Minimal streaming JSON writer (RFC 8259 escaping). Outputs are built with it so the schema is
-// visible in one place per document and needs no third-party library.
+// The JSON writer of outputs that have no proto message (findings -o json, the daemon's JSON log
+// lines, fixtures): RapidJSON's Writer (compact) or PrettyWriter (two-space indent) behind a
+// chainable API, so a document's schema is visible in one place.
 #pragma once
+
+#include <rapidjson/prettywriter.h>
+#include <rapidjson/writer.h>
 
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <variant>
 #include <vector>
 
 namespace ad {
 
 class JsonWriter {
  public:
-  explicit JsonWriter(bool pretty = true) : pretty_(pretty) {}
+  explicit JsonWriter(bool pretty = true);
+  JsonWriter(const JsonWriter&) = delete;  // the writer points at out_
+  JsonWriter& operator=(const JsonWriter&) = delete;
 
   JsonWriter& BeginObject();
-  JsonWriter& EndObject();
+  JsonWriter& EndObject();  // pretty: the document ends with a newline after the root object
   JsonWriter& BeginArray();
   JsonWriter& EndArray();
   JsonWriter& Key(std::string_view key);
@@ -22,7 +29,7 @@ class JsonWriter {
   JsonWriter& String(std::string_view value);
   JsonWriter& Int(int64_t value);
   JsonWriter& Uint(uint64_t value);
-  JsonWriter& Double(double value);
+  JsonWriter& Double(double value);  // three decimals ("0.500"); NaN and infinities as null
   JsonWriter& Bool(bool value);
   JsonWriter& Null();
 
@@ -40,22 +47,30 @@ class JsonWriter {
   JsonWriter& Field(std::string_view key, double value) { return Key(key).Double(value); }
   JsonWriter& StringArray(std::string_view key, const std::vector<std::string>& values);
 
-  const std::string& str() const { return out_; }
+  const std::string& str() const { return out_.text; }
 
  private:
-  void BeforeValue();
-  void Newline();
-
-  struct Level {
-    bool is_object;
-    bool empty;
+  // RapidJSON's output stream concept over a std::string.
+  struct Output {
+    using Ch = char;
+    void Put(char c) { text.push_back(c); }
+    void Flush() {}
+    std::string text;
   };
-  bool pretty_;
-  bool after_key_ = false;
-  std::vector<Level> stack_;
-  std::string out_;
+  using Compact = rapidjson::Writer<Output>;
+  using Pretty = rapidjson::PrettyWriter<Output>;
+
+  template <typename F>
+  JsonWriter& Apply(F&& write) {
+    std::visit(write, writer_);
+    return *this;
+  }
+
+  Output out_;
+  std::variant<Compact, Pretty> writer_;  // declared after out_, which it writes to
 };
 
+// `s` as the inside of a JSON string literal, escaped as the writer escapes it.
 std::string JsonEscape(std::string_view s);
 
 }  // namespace ad

@@ -20,7 +20,7 @@
 #include "lab/emulators.h"
 #include "lab/exec.h"
 #include "lab/lab.h"
-#include "model/json_parse.h"
+#include "model/json_reader.h"
 
 namespace ad {
 namespace {
@@ -138,12 +138,14 @@ class CniEnrollLabTest : public ::testing::TestWithParam<lab::LabBackend> {
     if (!out.ok()) return {-1, {}};
     raw = out->out + out->err;
     std::set<std::string> codes;
-    JsonParseResult parsed = ParseJson(out->out);
-    if (parsed.value) {
-      if (const JsonValue* findings = parsed.value->Get("findings")) {
-        for (const JsonValue& f : findings->items()) {
-          const JsonValue* netns = f.Get("netns");
-          codes.insert(f.GetString("code") + "@" + (netns ? netns->GetString("path") : ""));
+    rapidjson::Document parsed;
+    if (ParseJsonDocument(out->out, parsed).ok()) {
+      const rapidjson::Value* findings = JsonMember(parsed, "findings");
+      if (findings != nullptr && findings->IsArray()) {
+        for (const rapidjson::Value& f : findings->GetArray()) {
+          const rapidjson::Value* netns = JsonMember(f, "netns");
+          codes.insert(std::string(JsonStringMember(f, "code")) + "@" +
+                       std::string(netns ? JsonStringMember(*netns, "path") : ""));
         }
       }
     }

@@ -19,7 +19,7 @@
 #include "lab/emulators.h"
 #include "lab/exec.h"
 #include "lab/lab.h"
-#include "model/json_parse.h"
+#include "model/json_reader.h"
 #include "sources/cri/cri_client.h"
 #include "sources/cri/sandbox_info.h"
 
@@ -182,34 +182,39 @@ TEST_F(CriSimLabTest, ReportNamesEveryMeshedPodThroughCriSim) {
         {{kDoctor, "report", "--lab-prefix", options.prefix, "-o", "json"}, "", ""});
     ASSERT_TRUE(out.ok()) << out.error().message;
     EXPECT_EQ(out->exit_code, 0) << out->err;
-    auto parsed = ParseJson(out->out);
-    ASSERT_TRUE(parsed.value) << parsed.error << "\n" << out->out << out->err;
-    const JsonValue& root = *parsed.value;
+    rapidjson::Document root;
+    const JsonStatus read = ParseJsonDocument(out->out, root);
+    ASSERT_TRUE(read.ok()) << read.error << "\n" << out->out << out->err;
 
-    const JsonValue* findings = root.Get("findings");
+    const rapidjson::Value* findings = JsonMember(root, "findings");
     ASSERT_NE(findings, nullptr);
-    EXPECT_TRUE(findings->items().empty()) << out->out;
+    EXPECT_TRUE(findings->IsArray() && findings->Empty()) << out->out;
 
-    const JsonValue* cri = root.Get("node") ? root.Get("node")->Get("cri") : nullptr;
+    const rapidjson::Value* node_json = JsonMember(root, "node");
+    const rapidjson::Value* cri = node_json ? JsonMember(*node_json, "cri") : nullptr;
     ASSERT_NE(cri, nullptr) << out->out;
-    EXPECT_TRUE(cri->Get("available") && cri->Get("available")->AsBool(false)) << out->out;
-    EXPECT_EQ(cri->GetString("endpoint"), "unix://" + cri_socket);
-    EXPECT_NE(cri->GetString("runtime").find("cri-sim"), std::string::npos);
-    ASSERT_NE(cri->Get("pods"), nullptr);
-    EXPECT_EQ(cri->Get("pods")->AsNumber(-1), 3);
-    ASSERT_NE(cri->Get("errors"), nullptr);
-    EXPECT_TRUE(cri->Get("errors")->items().empty()) << out->out;
+    const rapidjson::Value* available = JsonMember(*cri, "available");
+    EXPECT_TRUE(available && available->IsBool() && available->GetBool()) << out->out;
+    EXPECT_EQ(JsonStringMember(*cri, "endpoint"), "unix://" + cri_socket);
+    EXPECT_NE(JsonStringMember(*cri, "runtime").find("cri-sim"), std::string::npos);
+    const rapidjson::Value* pods = JsonMember(*cri, "pods");
+    ASSERT_NE(pods, nullptr);
+    EXPECT_EQ(pods->IsNumber() ? pods->GetDouble() : -1, 3);
+    const rapidjson::Value* errors = JsonMember(*cri, "errors");
+    ASSERT_NE(errors, nullptr);
+    EXPECT_TRUE(errors->IsArray() && errors->Empty()) << out->out;
 
-    const JsonValue* netns = root.Get("netns");
+    const rapidjson::Value* netns = JsonMember(root, "netns");
     ASSERT_NE(netns, nullptr);
+    ASSERT_TRUE(netns->IsArray());
     for (const lab::LabPod& pod : node.pods) {
       if (!pod.meshed) continue;
       bool found = false;
-      for (const JsonValue& entry : netns->items()) {
-        if (entry.GetString("path") != pod.netns_path) continue;
+      for (const rapidjson::Value& entry : netns->GetArray()) {
+        if (JsonStringMember(entry, "path") != pod.netns_path) continue;
         found = true;
-        EXPECT_EQ(entry.GetString("pod"), "lab/" + pod.netns_name) << pod.netns_path;
-        EXPECT_EQ(entry.GetString("pod_uid"), pod.pod_uid) << pod.netns_path;
+        EXPECT_EQ(JsonStringMember(entry, "pod"), "lab/" + pod.netns_name) << pod.netns_path;
+        EXPECT_EQ(JsonStringMember(entry, "pod_uid"), pod.pod_uid) << pod.netns_path;
       }
       EXPECT_TRUE(found) << pod.netns_path << " missing from\n" << out->out;
     }

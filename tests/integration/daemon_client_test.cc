@@ -24,7 +24,7 @@
 #include "child_process_util.h"
 #include "lab/exec.h"
 #include "lab/lab.h"
-#include "model/json_parse.h"
+#include "model/json_reader.h"
 #include "netns_test_util.h"
 #include "scoped_child.h"
 
@@ -313,15 +313,15 @@ std::vector<WatchChange> ParseChanges(const std::string& text) {
   std::vector<WatchChange> changes;
   std::istringstream lines(text);
   for (std::string line; std::getline(lines, line);) {
-    const JsonParseResult parsed = ParseJson(line);
-    if (!parsed.value) continue;
+    rapidjson::Document parsed;
+    if (!ParseJsonDocument(line, parsed).ok()) continue;
     for (const char* kind : {"resolved", "opened"}) {
-      const JsonValue* list = parsed.value->Get(kind);
-      if (list == nullptr) continue;
-      for (const JsonValue& f : list->items()) {
-        const JsonValue* netns = f.Get("netns");
-        changes.push_back({std::string(kind) == "opened", f.GetString("code"),
-                           netns != nullptr ? netns->GetString("path") : ""});
+      const rapidjson::Value* list = JsonMember(parsed, kind);
+      if (list == nullptr || !list->IsArray()) continue;
+      for (const rapidjson::Value& f : list->GetArray()) {
+        const rapidjson::Value* netns = JsonMember(f, "netns");
+        changes.push_back({std::string(kind) == "opened", std::string(JsonStringMember(f, "code")),
+                           std::string(netns != nullptr ? JsonStringMember(*netns, "path") : "")});
       }
     }
   }

@@ -8,7 +8,7 @@
 #include <chrono>
 #include <thread>
 
-#include "model/json_parse.h"
+#include "model/json_reader.h"
 #include "netns_test_util.h"
 #include "scripted_inspector.h"
 
@@ -91,11 +91,12 @@ TEST(DaemonLog, OneLinePerChangeInTextAndJson) {
             "stalled \"quoted\"");
   const auto json = StepLogLines(step, LogFormat::kJson);
   ASSERT_EQ(json.size(), 2u);
-  auto parsed = ParseJson(json[1]);
-  ASSERT_TRUE(parsed.value) << parsed.error;
-  EXPECT_EQ(parsed.value->GetString("event"), "finding_opened");
-  EXPECT_EQ(parsed.value->GetString("code"), "ZDS_STALL");
-  EXPECT_EQ(parsed.value->GetString("summary"), "stalled \"quoted\"");
+  rapidjson::Document parsed;
+  const JsonStatus read = ParseJsonDocument(json[1], parsed);
+  ASSERT_TRUE(read.ok()) << read.error;
+  EXPECT_EQ(JsonStringMember(parsed, "event"), "finding_opened");
+  EXPECT_EQ(JsonStringMember(parsed, "code"), "ZDS_STALL");
+  EXPECT_EQ(JsonStringMember(parsed, "summary"), "stalled \"quoted\"");
   EXPECT_TRUE(StepLogLines(EngineStep{}, LogFormat::kText).empty()) << "no line per scan";
 }
 

@@ -29,7 +29,6 @@
 #include "daemon/daemon.h"
 #include "lab/exec.h"
 #include "lab/lab.h"
-#include "model/json_parse.h"
 #include "report_json.h"
 #include "scan/inspector.h"
 #include "sources/netns/netns_guard.h"

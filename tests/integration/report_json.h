@@ -2,6 +2,7 @@
 // run of the real binary with its exit code and raw output (for failure messages).
 #pragma once
 
+#include <charconv>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -9,7 +10,7 @@
 #include <vector>
 
 #include "lab/exec.h"
-#include "model/json_parse.h"
+#include "model/json_reader.h"
 
 namespace ad::test {
 
@@ -24,30 +25,40 @@ struct JsonFinding {
   int64_t since_unix_ms = 0;  // 0 when null
 };
 
-inline JsonFinding ToFinding(const JsonValue& f) {
-  JsonFinding out;
-  out.code = f.GetString("code");
-  out.severity = f.GetString("severity");
-  out.subject = f.GetString("subject");
-  if (const JsonValue* netns = f.Get("netns")) {
-    out.netns_path = netns->GetString("path");
-    if (const JsonValue* inode = netns->Get("inode")) {
-      out.netns_inode = static_cast<uint64_t>(inode->AsNumber());
-    }
-  }
-  if (const JsonValue* evidence = f.Get("evidence")) {
-    for (const JsonValue& line : evidence->items()) out.evidence.push_back(line.AsString());
-  }
-  if (const JsonValue* since = f.Get("since_unix_ms")) {
-    out.since_unix_ms = static_cast<int64_t>(since->AsNumber());
-  }
+// A JSON number as an integer; also the quoted form protobuf's JSON printer gives 64-bit fields.
+// 0 when absent, null or neither.
+inline int64_t JsonInt(const rapidjson::Value* value) {
+  if (value == nullptr) return 0;
+  if (value->IsInt64()) return value->GetInt64();
+  if (value->IsNumber()) return static_cast<int64_t>(value->GetDouble());
+  const std::string_view text = JsonText(value);
+  int64_t out = 0;
+  std::from_chars(text.data(), text.data() + text.size(), out);
   return out;
 }
 
-inline std::vector<JsonFinding> ToFindings(const JsonValue* array) {
+inline JsonFinding ToFinding(const rapidjson::Value& f) {
+  JsonFinding out;
+  out.code = JsonStringMember(f, "code");
+  out.severity = JsonStringMember(f, "severity");
+  out.subject = JsonStringMember(f, "subject");
+  if (const rapidjson::Value* netns = JsonMember(f, "netns")) {
+    out.netns_path = JsonStringMember(*netns, "path");
+    out.netns_inode = static_cast<uint64_t>(JsonInt(JsonMember(*netns, "inode")));
+  }
+  if (const rapidjson::Value* evidence = JsonMember(f, "evidence");
+      evidence && evidence->IsArray()) {
+    for (const rapidjson::Value& line : evidence->GetArray())
+      out.evidence.emplace_back(JsonText(&line));
+  }
+  out.since_unix_ms = JsonInt(JsonMember(f, "since_unix_ms"));
+  return out;
+}
+
+inline std::vector<JsonFinding> ToFindings(const rapidjson::Value* array) {
   std::vector<JsonFinding> out;
-  if (array == nullptr) return out;
-  for (const JsonValue& f : array->items()) out.push_back(ToFinding(f));
+  if (array == nullptr || !array->IsArray()) return out;
+  for (const rapidjson::Value& f : array->GetArray()) out.push_back(ToFinding(f));
   return out;
 }
 
@@ -64,8 +75,10 @@ inline ReportRun RunReportJson(std::vector<std::string> argv) {
   if (!out.ok()) return report;
   report.exit_code = out->exit_code;
   report.raw = out->out + out->err;
-  auto parsed = ParseJson(out->out);
-  if (parsed.value) report.findings = ToFindings(parsed.value->Get("findings"));
+  rapidjson::Document parsed;
+  if (ParseJsonDocument(out->out, parsed).ok()) {
+    report.findings = ToFindings(JsonMember(parsed, "findings"));
+  }
   return report;
 }
 

@@ -17,7 +17,7 @@
 
 #include "child_process_util.h"
 #include "lab/rules.h"
-#include "model/json_parse.h"
+#include "model/json_reader.h"
 #include "netns_test_util.h"
 #include "scoped_child.h"
 
@@ -113,14 +113,16 @@ TEST(WatchIdentity, CriFlapAndPidChangeResolveAndReopenNothing) {
 
   const std::vector<std::string> lines = Lines(ReadFile(out));
   ASSERT_EQ(lines.size(), 1u) << "a change set after the first:\n" << ReadFile(out);
-  auto parsed = ParseJson(lines[0]);
-  ASSERT_TRUE(parsed.value) << parsed.error;
-  const JsonValue* opened = parsed.value->Get("opened");
+  rapidjson::Document parsed;
+  const JsonStatus read = ParseJsonDocument(lines[0], parsed);
+  ASSERT_TRUE(read.ok()) << read.error;
+  const rapidjson::Value* opened = JsonMember(parsed, "opened");
   ASSERT_NE(opened, nullptr);
+  ASSERT_TRUE(opened->IsArray());
   bool incomplete_named = false;
-  for (const JsonValue& finding : opened->items()) {
-    if (finding.GetString("code") == "INCOMPLETE_RULESET") {
-      incomplete_named = finding.GetString("pod") == "demo/echo";
+  for (const rapidjson::Value& finding : opened->GetArray()) {
+    if (JsonStringMember(finding, "code") == "INCOMPLETE_RULESET") {
+      incomplete_named = JsonStringMember(finding, "pod") == "demo/echo";
     }
   }
   EXPECT_TRUE(incomplete_named) << "CRI named the pod in the first scan: " << lines[0];

@@ -17,7 +17,7 @@
 #include "lab/emulators.h"
 #include "lab/exec.h"
 #include "lab/lab.h"
-#include "model/json_parse.h"
+#include "model/json_reader.h"
 #include "report_json.h"
 
 namespace ad {
@@ -190,12 +190,13 @@ TEST_F(ZdsReportTest, DeadlockBecomesStallWithinThresholdPlusOneInterval) {
   std::vector<Opened> opened;
   std::istringstream lines(out->out);
   for (std::string line; std::getline(lines, line);) {
-    const JsonParseResult parsed = ParseJson(line);
-    ASSERT_TRUE(parsed.value) << parsed.error << "\n" << line;
-    const JsonValue* taken_at = parsed.value->Get("taken_at_unix_ms");
+    rapidjson::Document parsed;
+    const JsonStatus read = ParseJsonDocument(line, parsed);
+    ASSERT_TRUE(read.ok()) << read.error << "\n" << line;
+    const rapidjson::Value* taken_at = JsonMember(parsed, "taken_at_unix_ms");
     ASSERT_NE(taken_at, nullptr) << line;
-    for (JsonFinding& f : ToFindings(parsed.value->Get("opened"))) {
-      opened.push_back({static_cast<int64_t>(taken_at->AsNumber()), std::move(f)});
+    for (JsonFinding& f : ToFindings(JsonMember(parsed, "opened"))) {
+      opened.push_back({test::JsonInt(taken_at), std::move(f)});
     }
   }
   const auto stall = std::find_if(opened.begin(), opened.end(),

@@ -24,7 +24,7 @@
 #include "lab/emulators.h"
 #include "lab/exec.h"
 #include "lab/lab.h"
-#include "model/json_parse.h"
+#include "model/json_reader.h"
 #include "zds/zds.pb.h"
 #include "zds_wire/zds_wire.h"
 #include "ztunnel_sim/ztunnel_sim.h"
@@ -456,20 +456,21 @@ class LabZdsTest : public ::testing::Test {
     }
   }
 
-  static JsonValue ConfigDump(const lab::LabNode& node) {
+  static rapidjson::Document ConfigDump(const lab::LabNode& node) {
+    rapidjson::Document dump;
     Result<lab::HttpReply> reply =
         lab::HttpGetInNetns(node.zds.ztunnel_netns_path, "127.0.0.1", 15000, "/config_dump");
     EXPECT_TRUE(reply.ok()) << reply.error().message;
-    if (!reply.ok()) return {};
-    JsonParseResult parsed = ParseJson(reply->body);
-    EXPECT_TRUE(parsed.value) << parsed.error;
-    return parsed.value ? *parsed.value : JsonValue{};
+    if (!reply.ok()) return dump;
+    const JsonStatus read = ParseJsonDocument(reply->body, dump);
+    EXPECT_TRUE(read.ok()) << read.error;
+    return dump;
   }
 
-  static std::string WorkloadState(const JsonValue& dump, const std::string& uid) {
-    const JsonValue* states = dump.Get("workloadState");
-    const JsonValue* entry = states ? states->Get(uid) : nullptr;
-    return entry ? entry->GetString("state") : "";
+  static std::string WorkloadState(const rapidjson::Value& dump, const std::string& uid) {
+    const rapidjson::Value* states = JsonMember(dump, "workloadState");
+    const rapidjson::Value* entry = states ? JsonMember(*states, uid) : nullptr;
+    return std::string(entry ? JsonStringMember(*entry, "state") : "");
   }
 
   // "ss -ltnup -e" inside the pod: ztunnel's listeners, owned by ztunnel-sim, marked 0x539.
@@ -508,22 +509,24 @@ TEST_P(LabZdsBackendTest, EveryMeshedPodIsHandedOffAndDownRemovesEverything) {
     EXPECT_TRUE(fs::exists(zds.socket_path));
     EXPECT_EQ(lab::ListLabNetns(prefix).size(), 6u);  // host, 4 pods, ztunnel
 
-    const JsonValue dump = ConfigDump(node);
+    const rapidjson::Document dump = ConfigDump(node);
     for (const lab::LabPod& pod : node.pods) {
       SCOPED_TRACE(pod.netns_name);
       EXPECT_EQ(MarkedZtunnelListeners(pod, zds.ztunnel_sim_pid), pod.meshed ? 7 : 0);
       EXPECT_EQ(WorkloadState(dump, pod.pod_uid), pod.meshed ? "Up" : "");
     }
-    const JsonValue* workloads = dump.Get("workloads");
-    ASSERT_TRUE(workloads && workloads->is_array());
-    ASSERT_EQ(workloads->items().size(), 3u);
-    const JsonValue& first = workloads->items()[0];
-    EXPECT_EQ(first.GetString("uid"), "Kubernetes//Pod/lab/" + node.pods[0].netns_name);
-    EXPECT_EQ(first.GetString("protocol"), "HBONE");
-    EXPECT_EQ(first.GetString("networkMode"), "Standard");
-    EXPECT_EQ(first.GetString("node"), prefix + "-node");
-    ASSERT_EQ(first.Get("workloadIps")->items().size(), 1u);
-    EXPECT_EQ(first.Get("workloadIps")->items()[0].AsString(), node.pods[0].ipv4);
+    const rapidjson::Value* workloads = JsonMember(dump, "workloads");
+    ASSERT_TRUE(workloads && workloads->IsArray());
+    ASSERT_EQ(workloads->Size(), 3u);
+    const rapidjson::Value& first = (*workloads)[0];
+    EXPECT_EQ(JsonStringMember(first, "uid"), "Kubernetes//Pod/lab/" + node.pods[0].netns_name);
+    EXPECT_EQ(JsonStringMember(first, "protocol"), "HBONE");
+    EXPECT_EQ(JsonStringMember(first, "networkMode"), "Standard");
+    EXPECT_EQ(JsonStringMember(first, "node"), prefix + "-node");
+    const rapidjson::Value* ips = JsonMember(first, "workloadIps");
+    ASSERT_TRUE(ips && ips->IsArray());
+    ASSERT_EQ(ips->Size(), 1u);
+    EXPECT_EQ(JsonText(&(*ips)[0]), node.pods[0].ipv4);
 
     Result<lab::HttpReply> ready =
         lab::HttpGetInNetns(zds.ztunnel_netns_path, "127.0.0.1", 15021, "/healthz/ready");
@@ -562,7 +565,7 @@ TEST_F(LabZdsTest, ZtunnelNackKeepsThePodPendingAndZtunnelNotReady) {
       {.prefix = Prefix("-nack"), .pods = 2, .faults = {{lab::FaultKind::kZtunnelNack, 1}}});
   ASSERT_TRUE(lab.ok()) << lab.error().message;
   const lab::LabNode& node = lab.node();
-  const JsonValue dump = ConfigDump(node);
+  const rapidjson::Document dump = ConfigDump(node);
   EXPECT_EQ(WorkloadState(dump, node.pods[0].pod_uid), "Up");
   EXPECT_EQ(WorkloadState(dump, node.pods[1].pod_uid), "Pending");
   EXPECT_EQ(MarkedZtunnelListeners(node.pods[0], node.zds.ztunnel_sim_pid), 7);  // DNS on ::1 too
@@ -608,7 +611,10 @@ TEST_F(LabZdsTest, DeadlockLeavesTheHelloQueuedAndNothingHandedOff) {
       lab::HttpGetInNetns(node.zds.ztunnel_netns_path, "127.0.0.1", 15021, "/healthz/ready");
   ASSERT_TRUE(ready.ok());
   EXPECT_EQ(ready->status, 500);
-  EXPECT_EQ(ConfigDump(node).Get("workloadState")->members().size(), 0u);
+  const rapidjson::Document dump = ConfigDump(node);
+  const rapidjson::Value* state = JsonMember(dump, "workloadState");
+  ASSERT_NE(state, nullptr);
+  EXPECT_EQ(state->IsObject() ? state->MemberCount() : 0u, 0u);
 }
 
 TEST_F(LabZdsTest, PodFaultsLandOnTheirPodOnly) {
@@ -622,7 +628,7 @@ TEST_F(LabZdsTest, PodFaultsLandOnTheirPodOnly) {
   ASSERT_TRUE(lab.ok()) << lab.error().message;
   const lab::LabNode& node = lab.node();
   const int ztunnel = node.zds.ztunnel_sim_pid;
-  const JsonValue dump = ConfigDump(node);
+  const rapidjson::Document dump = ConfigDump(node);
   // 0: rules, but the Add was never sent.
   EXPECT_EQ(WorkloadState(dump, node.pods[0].pod_uid), "");
   EXPECT_EQ(MarkedZtunnelListeners(node.pods[0], ztunnel), 0);

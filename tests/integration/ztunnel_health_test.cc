@@ -24,7 +24,6 @@
 #include "engine/engine.h"
 #include "lab/exec.h"
 #include "lab/lab.h"
-#include "model/json_parse.h"
 #include "report_json.h"
 #include "scan/ztunnel_resource_node_source.h"
 

@@ -3,13 +3,16 @@
 #include <string>
 
 #include "model/json.h"
-#include "model/json_parse.h"
+#include "model/json_reader.h"
 
 namespace ad {
 namespace {
 
 TEST(JsonWriter, EscapesControlCharactersAndQuotes) {
   EXPECT_EQ(JsonEscape("a\"b\\c\n\x01"), "a\\\"b\\\\c\\n\\u0001");
+  // RapidJSON's short forms for backspace and form feed, upper-case hex for the rest; bytes from
+  // 0x20 up (UTF-8 included) as they are.
+  EXPECT_EQ(JsonEscape("\b\f\r\t\x1f/\xc3\xa9"), "\\b\\f\\r\\t\\u001F/\xc3\xa9");
 }
 
 TEST(JsonWriter, CompactNestedDocument) {
@@ -109,15 +112,17 @@ TEST(JsonWriter, PrettyAndCompactDifferOnlyInLayout) {
   WriteReportLikeDocument(compact);
   EXPECT_EQ(WithoutLayout(pretty.str()), compact.str());
 
-  const JsonParseResult parsed = ParseJson(pretty.str());
-  ASSERT_TRUE(parsed.value) << parsed.error;
-  const JsonValue* netns = parsed.value->Get("netns");
+  rapidjson::Document parsed;
+  const JsonStatus read = ParseJsonDocument(pretty.str(), parsed);
+  ASSERT_TRUE(read.ok()) << read.error;
+  const rapidjson::Value* netns = JsonMember(parsed, "netns");
   ASSERT_NE(netns, nullptr);
-  ASSERT_EQ(netns->items().size(), 2u);
-  EXPECT_EQ(netns->items()[0].GetString("path"), "/run/netns/pod a");
-  EXPECT_EQ(netns->items()[0].Get("inode")->AsNumber(), 4026532300.0);
-  ASSERT_NE(parsed.value->Get("evidence"), nullptr);
-  EXPECT_EQ(parsed.value->Get("evidence")->items()[1].AsString(), "tab\there");
+  ASSERT_EQ(netns->Size(), 2u);
+  EXPECT_EQ(JsonStringMember((*netns)[0], "path"), "/run/netns/pod a");
+  EXPECT_EQ(JsonMember((*netns)[0], "inode")->GetUint64(), 4026532300u);
+  const rapidjson::Value* evidence = JsonMember(parsed, "evidence");
+  ASSERT_NE(evidence, nullptr);
+  EXPECT_EQ(JsonText(&(*evidence)[1]), "tab\there");
 }
 
 }  // namespace

@@ -310,6 +310,56 @@ TEST(ParseConfigDump, GarbageCertificatesAreSkippedAndCounted) {
   EXPECT_EQ(not_array->skipped_entries, 1u);
 }
 
+// The dump is streamed an entry at a time; it still reads as a lookup in the whole document
+// would: a repeated section or member counts once (the last), warnings come in section order.
+TEST(ParseConfigDump, RepeatedNamesKeepTheLastAsALookupWould) {
+  auto dump = ParseConfigDump(R"({
+    "certificates": [7],
+    "workloads": [{"uid": "first"}, 1],
+    "workloadState": {"u2": {"state": "Up", "state": 5}, "u1": {"state": "Pending"}},
+    "workloads": [{"uid": 3, "uid": "w", "name": "n", "workloadIps": [1], "workloadIps": []}],
+    "certificates": null})");
+  ASSERT_TRUE(dump.ok()) << dump.error().message;
+  EXPECT_FALSE(dump->has_certificates);  // the last "certificates" is null
+  ASSERT_EQ(dump->workloads.size(), 1u);
+  EXPECT_EQ(dump->workloads[0].uid, "w");
+  EXPECT_EQ(dump->workloads[0].name, "n");
+  EXPECT_TRUE(dump->workloads[0].ips.empty());
+  ASSERT_EQ(dump->workload_state.size(), 2u);  // sorted by pod UID
+  EXPECT_EQ(dump->workload_state[0].pod_uid, "u1");
+  EXPECT_EQ(dump->workload_state[1].state, "");
+  EXPECT_THAT(dump->warnings, ElementsAre("workloadState[\"u2\"].state: not a string"));
+  EXPECT_EQ(dump->skipped_entries, 1u);
+}
+
+TEST(ParseConfigDump, UnreadMembersAreSkippedWhateverTheirShape) {
+  auto dump = ParseConfigDump(R"({"services": [{"workloads": [1]}], "workloadState": {
+    "u": {"connections": {"inbound": [{"state": 1}]}, "info": {"name": "a", "x": [[{}]]},
+          "state": "Up"}},
+    "workloads": {"Kubernetes//Pod/a/b": {"services": {"s": [1, 2]}, "node": "n1"}},
+    "config": {"certificates": 7}})");
+  ASSERT_TRUE(dump.ok()) << dump.error().message;
+  EXPECT_EQ(dump->skipped_entries, 0u);
+  EXPECT_FALSE(dump->has_certificates);
+  ASSERT_EQ(dump->workload_state.size(), 1u);
+  EXPECT_EQ(dump->workload_state[0].state, "Up");
+  EXPECT_EQ(dump->workload_state[0].name, "a");
+  ASSERT_EQ(dump->workloads.size(), 1u);
+  EXPECT_EQ(dump->workloads[0].uid, "Kubernetes//Pod/a/b");
+  EXPECT_EQ(dump->workloads[0].node, "n1");
+}
+
+TEST(ParseConfigDump, StateInAnyOrderComesOutSorted) {
+  auto dump = ParseConfigDump(R"({"workloadState": {"u5": {"state": "a"}, "u3": {"state": "b"},
+    "u9": {}, "u1": {}, "u3": {"state": "c"}, "u7": {}, "u0": {}, "u8": {}}})");
+  ASSERT_TRUE(dump.ok()) << dump.error().message;
+  std::vector<std::string> uids;
+  for (const ZtunnelWorkloadState& state : dump->workload_state) uids.push_back(state.pod_uid);
+  EXPECT_THAT(uids, ElementsAre("u0", "u1", "u3", "u5", "u7", "u8", "u9"));
+  EXPECT_EQ(dump->workload_state[2].state, "c");  // the second u3
+  EXPECT_EQ(dump->workload_state[3].state, "a");
+}
+
 TEST(ParseRfc3339, ShapesAndGarbage) {
   EXPECT_EQ(ParseRfc3339UnixMs("1970-01-01T00:00:00Z"), 0);
   EXPECT_EQ(ParseRfc3339UnixMs("2026-08-22T10:00:00Z"), 1787392800000);

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "base/unique_fd.h"
-#include "model/json_parse.h"
+#include "model/json_reader.h"
 #include "model/result.h"
 
 namespace ad::cni {
@@ -102,22 +102,48 @@ std::string CheckKubeconfig(const std::string& path) {
   return {};
 }
 
-void ReadPlugin(const JsonValue& plugin, CniParsedConf& parsed) {
-  const std::string type = plugin.GetString("type");
-  parsed.plugin_types.push_back(type);
+void ReadPlugin(const rapidjson::Value& plugin, CniParsedConf& parsed) {
+  const std::string_view type = JsonStringMember(plugin, "type");
+  parsed.plugin_types.emplace_back(type);
   if (type != kIstioCniType || parsed.istio_cni) return;
   parsed.istio_cni = true;
   // Current istio-cni writes "kubeconfig" at the plugin's top level; releases before ambient
   // nested it in "kubernetes".
-  const JsonValue* kubeconfig = plugin.Get("kubeconfig");
+  const rapidjson::Value* kubeconfig = JsonMember(plugin, "kubeconfig");
   if (kubeconfig == nullptr) {
-    if (const JsonValue* kubernetes = plugin.Get("kubernetes")) {
-      kubeconfig = kubernetes->Get("kubeconfig");
+    if (const rapidjson::Value* kubernetes = JsonMember(plugin, "kubernetes")) {
+      kubeconfig = JsonMember(*kubernetes, "kubeconfig");
     }
   }
   if (kubeconfig != nullptr) {
     parsed.istio_has_kubeconfig = true;
-    parsed.istio_kubeconfig = kubeconfig->AsString();
+    parsed.istio_kubeconfig = JsonText(kubeconfig);
+  }
+}
+
+// A .conflist: a "name" and a non-empty "plugins" list whose entries all have a "type".
+void ReadPluginList(const rapidjson::Value& root, CniParsedConf& parsed) {
+  const rapidjson::Value* plugins = JsonMember(root, "plugins");
+  if (plugins == nullptr) {
+    parsed.error = "no \"plugins\" key";
+    return;
+  }
+  if (!plugins->IsArray() || plugins->Empty()) {
+    parsed.error = "no plugins in the list";
+    return;
+  }
+  if (parsed.network_name.empty()) {
+    parsed.error = "no \"name\"";
+    return;
+  }
+  for (const rapidjson::Value& plugin : plugins->GetArray()) {
+    if (!plugin.IsObject() || JsonStringMember(plugin, "type").empty()) {
+      parsed.error = "a plugin without \"type\"";
+      parsed.plugin_types.clear();
+      parsed.istio_cni = false;
+      return;
+    }
+    ReadPlugin(plugin, parsed);
   }
 }
 
@@ -125,44 +151,24 @@ void ReadPlugin(const JsonValue& plugin, CniParsedConf& parsed) {
 
 CniParsedConf ParseCniConf(const std::string& file_name, std::string_view bytes, size_t max_bytes) {
   CniParsedConf parsed;
-  JsonParseResult json = ParseJson(bytes, JsonLimits{.max_bytes = max_bytes, .max_depth = 64});
-  if (!json.value) {
+  rapidjson::Document root;
+  const JsonStatus json =
+      ParseJsonDocument(bytes, root, JsonLimits{.max_bytes = max_bytes, .max_depth = 64});
+  if (!json.ok()) {
     parsed.error = "malformed JSON (" + json.error + ")";
     return parsed;
   }
-  const JsonValue& root = *json.value;
-  if (!root.is_object()) {
+  if (!root.IsObject()) {
     parsed.error = "not a JSON object";
     return parsed;
   }
-  parsed.network_name = root.GetString("name");
+  parsed.network_name = JsonStringMember(root, "name");
   if (EndsWith(file_name, ".conflist")) {
-    const JsonValue* plugins = root.Get("plugins");
-    if (plugins == nullptr) {
-      parsed.error = "no \"plugins\" key";
-      return parsed;
-    }
-    if (!plugins->is_array() || plugins->items().empty()) {
-      parsed.error = "no plugins in the list";
-      return parsed;
-    }
-    if (parsed.network_name.empty()) {
-      parsed.error = "no \"name\"";
-      return parsed;
-    }
-    for (const JsonValue& plugin : plugins->items()) {
-      if (!plugin.is_object() || plugin.GetString("type").empty()) {
-        parsed.error = "a plugin without \"type\"";
-        parsed.plugin_types.clear();
-        parsed.istio_cni = false;
-        return parsed;
-      }
-      ReadPlugin(plugin, parsed);
-    }
+    ReadPluginList(root, parsed);
     return parsed;
   }
   // A single network (.conf, .json): the runtime wraps it in a list of one.
-  if (root.GetString("type").empty()) {
+  if (JsonStringMember(root, "type").empty()) {
     parsed.error = "network type not found";
     return parsed;
   }

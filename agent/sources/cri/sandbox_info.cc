@@ -3,38 +3,42 @@
 #include <cmath>
 #include <limits>
 
-#include "model/json_parse.h"
+#include "model/json_reader.h"
 
 namespace ad::cri {
 namespace {
 
-const JsonValue* Path(const JsonValue& root, std::initializer_list<std::string_view> keys) {
-  const JsonValue* node = &root;
+const rapidjson::Value* Path(const rapidjson::Value& root,
+                             std::initializer_list<std::string_view> keys) {
+  const rapidjson::Value* node = &root;
   for (std::string_view key : keys) {
-    node = node->Get(key);
+    node = JsonMember(*node, key);
     if (node == nullptr) return nullptr;
   }
   return node;
 }
 
-std::string NetnsFromRuntimeSpec(const JsonValue& root) {
-  const JsonValue* namespaces = Path(root, {"runtimeSpec", "linux", "namespaces"});
-  if (namespaces == nullptr) return {};
-  for (const JsonValue& entry : namespaces->items()) {
-    if (entry.GetString("type") == "network") return entry.GetString("path");
+std::string NetnsFromRuntimeSpec(const rapidjson::Value& root) {
+  const rapidjson::Value* namespaces = Path(root, {"runtimeSpec", "linux", "namespaces"});
+  if (namespaces == nullptr || !namespaces->IsArray()) return {};
+  for (const rapidjson::Value& entry : namespaces->GetArray()) {
+    if (JsonStringMember(entry, "type") == "network") {
+      return std::string(JsonStringMember(entry, "path"));
+    }
   }
   return {};
 }
 
-std::string NetnsFromSandboxMetadata(const JsonValue& root) {
-  const JsonValue* metadata = Path(root, {"sandboxMetadata", "Metadata"});
-  return metadata == nullptr ? std::string() : metadata->GetString("NetNSPath");
+std::string NetnsFromSandboxMetadata(const rapidjson::Value& root) {
+  const rapidjson::Value* metadata = Path(root, {"sandboxMetadata", "Metadata"});
+  return metadata == nullptr ? std::string()
+                             : std::string(JsonStringMember(*metadata, "NetNSPath"));
 }
 
-int PidOf(const JsonValue& root) {
-  const JsonValue* pid = root.Get("pid");
-  if (pid == nullptr) return 0;
-  const double value = pid->AsNumber(0);
+int PidOf(const rapidjson::Value& root) {
+  const rapidjson::Value* pid = JsonMember(root, "pid");
+  if (pid == nullptr || !pid->IsNumber()) return 0;
+  const double value = pid->GetDouble();
   // Only whole, positive, int-sized numbers are pids; anything else means "unknown".
   if (!(value > 0) || value > std::numeric_limits<int>::max() || std::floor(value) != value) {
     return 0;
@@ -45,16 +49,17 @@ int PidOf(const JsonValue& root) {
 }  // namespace
 
 Result<SandboxInfo> ParseSandboxInfo(std::string_view info_json) {
-  JsonParseResult parsed = ParseJson(info_json, JsonLimits{.max_bytes = kMaxSandboxInfoBytes});
-  if (!parsed.value) return SourceError{SourceKind::kCri, "info JSON: " + parsed.error};
-  const JsonValue& root = *parsed.value;
-  if (!root.is_object()) return SourceError{SourceKind::kCri, "info JSON: not an object"};
+  rapidjson::Document root;
+  const JsonStatus parsed =
+      ParseJsonDocument(info_json, root, JsonLimits{.max_bytes = kMaxSandboxInfoBytes});
+  if (!parsed.ok()) return SourceError{SourceKind::kCri, "info JSON: " + parsed.error};
+  if (!root.IsObject()) return SourceError{SourceKind::kCri, "info JSON: not an object"};
 
   SandboxInfo info;
   info.pid = PidOf(root);
-  info.runtime_type = root.GetString("runtimeType");
-  const JsonValue* closed = root.Get("netNamespaceClosed");
-  info.netns_closed = closed != nullptr && closed->AsBool(false);
+  info.runtime_type = JsonStringMember(root, "runtimeType");
+  const rapidjson::Value* closed = JsonMember(root, "netNamespaceClosed");
+  info.netns_closed = closed != nullptr && closed->IsBool() && closed->GetBool();
   if (!info.netns_closed) {
     info.netns_path = NetnsFromRuntimeSpec(root);
     if (info.netns_path.empty()) info.netns_path = NetnsFromSandboxMetadata(root);

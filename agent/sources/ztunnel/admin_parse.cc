@@ -7,9 +7,11 @@
 #include <cerrno>
 #include <charconv>
 #include <cmath>
-#include <map>
+#include <iterator>
+#include <numeric>
+#include <vector>
 
-#include "model/json_parse.h"
+#include "model/json_reader.h"
 
 namespace ad::ztunnel {
 namespace {
@@ -32,160 +34,444 @@ std::string ShowKey(std::string_view key) {
   return out + "\"";
 }
 
-class ConfigDumpReader {
- public:
-  explicit ConfigDumpReader(ConfigDump& dump) : dump_(dump) {}
+// Where a skipped value sits ("workloads[3]", "workloadState[\"uid\"].info"), spelt out only
+// when a warning needs it: most entries need none.
+struct Where {
+  std::string_view section;
+  bool keyed = false;       // the section is an object: entries are named by key
+  std::string_view key;     // ... the entry's key
+  size_t index = 0;         // the entry's position otherwise
+  std::string_view member;  // ".info", or empty for the entry itself
+
+  std::string Text() const {
+    return std::string(section) + "[" + (keyed ? ShowKey(key) : std::to_string(index)) + "]" +
+           std::string(member);
+  }
+  Where In(std::string_view inner) const {
+    Where where = *this;
+    where.member = inner;
+    return where;
+  }
+};
+
+// What one section of the dump gave besides its entries. A section named twice keeps its last
+// occurrence, as a member lookup would, and its skips go with it.
+struct SectionLog {
+  bool present = false;
+  size_t skipped = 0;
+  std::vector<std::string> warnings;  // the first kMaxWarnings reasons
 
   void Skip(std::string message) {
-    ++dump_.skipped_entries;
-    if (dump_.warnings.size() < kMaxWarnings) dump_.warnings.push_back(std::move(message));
+    ++skipped;
+    if (warnings.size() < kMaxWarnings) warnings.push_back(std::move(message));
   }
-
-  // A string member; "" when absent or null, "" plus a warning when of another type.
-  std::string StringField(const JsonValue& object, std::string_view key, const std::string& where) {
-    const JsonValue* value = object.Get(key);
-    if (value == nullptr || value->is_null()) return {};
-    if (!value->is_string()) {
-      Skip(where + "." + std::string(key) + ": not a string");
-      return {};
-    }
-    return value->AsString();
+  void Skip(const Where& where, std::string_view reason) {
+    ++skipped;
+    if (warnings.size() < kMaxWarnings) warnings.push_back(where.Text() + std::string(reason));
   }
+};
 
-  void ReadWorkloadState(const JsonValue& section) {
-    if (!section.is_object()) {
-      Skip("workloadState: not an object");
-      return;
-    }
-    std::map<std::string, ZtunnelWorkloadState> by_uid;  // duplicate keys: the last wins
-    for (const auto& [uid, entry] : section.members()) {
-      const std::string where = "workloadState[" + ShowKey(uid) + "]";
-      if (uid.empty()) {
-        Skip(where + ": empty pod UID");
-        continue;
-      }
-      if (!entry.is_object()) {
-        Skip(where + ": not an object");
-        continue;
-      }
-      ZtunnelWorkloadState state;
-      state.pod_uid = uid;
-      state.state = StringField(entry, "state", where);
-      if (const JsonValue* info = entry.Get("info"); info != nullptr && !info->is_null()) {
-        if (info->is_object()) {
-          state.name = StringField(*info, "name", where + ".info");
-          state.namespace_name = StringField(*info, "namespace", where + ".info");
-          state.service_account = StringField(*info, "serviceAccount", where + ".info");
-        } else {
-          Skip(where + ".info: not an object");
-        }
-      }
-      by_uid[uid] = std::move(state);
-    }
-    for (auto& [uid, state] : by_uid) dump_.workload_state.push_back(std::move(state));
+// A string member; "" when absent or null, "" plus a warning when of another type.
+std::string StringField(const rapidjson::Value& object, std::string_view key, const Where& where,
+                        SectionLog& log) {
+  const rapidjson::Value* value = JsonMember(object, key);
+  if (value == nullptr || value->IsNull()) return {};
+  if (!value->IsString()) {
+    log.Skip(where, "." + std::string(key) + ": not a string");
+    return {};
   }
+  return std::string(JsonText(value));
+}
 
-  void ReadWorkload(const JsonValue& entry, const std::string& where, std::string_view map_key) {
-    if (!entry.is_object()) {
-      Skip(where + ": not an object");
-      return;
-    }
-    ZtunnelWorkload workload;
-    workload.uid = StringField(entry, "uid", where);
-    if (workload.uid.empty()) workload.uid = std::string(map_key);  // the old map is keyed by uid
-    workload.name = StringField(entry, "name", where);
-    workload.namespace_name = StringField(entry, "namespace", where);
-    workload.node = StringField(entry, "node", where);
-    workload.protocol = StringField(entry, "protocol", where);
-    workload.network_mode = StringField(entry, "networkMode", where);
-    if (const JsonValue* ips = entry.Get("workloadIps"); ips != nullptr && !ips->is_null()) {
-      if (!ips->is_array()) {
-        Skip(where + ".workloadIps: not an array");
-      } else {
-        for (size_t i = 0; i < ips->items().size(); ++i) {
-          const JsonValue& ip = ips->items()[i];
-          auto canonical = ip.is_string() ? CanonicalWorkloadIp(ip.AsString()) : std::nullopt;
-          if (canonical) {
-            workload.ips.push_back(std::move(*canonical));
-          } else {
-            Skip(where + ".workloadIps[" + std::to_string(i) + "]: not an IP address");
-          }
-        }
-      }
-    }
-    dump_.workloads.push_back(std::move(workload));
-  }
-
-  // "certificates": [{identity, state, certChain: [{expirationTime, ...}], rootCerts}].
-  void ReadCertificates(const JsonValue& section) {
-    if (!section.is_array()) {
-      Skip("certificates: not an array");
-      return;
-    }
-    std::map<std::string, ZtunnelCertificate> by_identity;
-    for (size_t i = 0; i < section.items().size(); ++i) {
-      const JsonValue& entry = section.items()[i];
-      const std::string where = "certificates[" + std::to_string(i) + "]";
-      if (!entry.is_object()) {
-        Skip(where + ": not an object");
-        continue;
-      }
-      ZtunnelCertificate certificate;
-      certificate.identity = StringField(entry, "identity", where);
-      certificate.state = StringField(entry, "state", where);
-      if (certificate.identity.empty()) {
-        Skip(where + ": no identity");
-        continue;
-      }
-      if (const JsonValue* chain = entry.Get("certChain"); chain != nullptr && !chain->is_null()) {
-        if (!chain->is_array()) {
-          Skip(where + ".certChain: not an array");
-        } else {
-          for (size_t j = 0; j < chain->items().size(); ++j) {
-            const JsonValue& cert = chain->items()[j];
-            const std::string cert_where = where + ".certChain[" + std::to_string(j) + "]";
-            if (!cert.is_object()) {
-              Skip(cert_where + ": not an object");
-              continue;
-            }
-            ++certificate.chain_length;
-            const std::string expiration = StringField(cert, "expirationTime", cert_where);
-            if (expiration.empty()) continue;
-            const std::optional<int64_t> at = ParseRfc3339UnixMs(expiration);
-            if (!at) {
-              Skip(cert_where + ".expirationTime: not an RFC 3339 time");
-              continue;
-            }
-            if (certificate.expires_unix_ms == 0 || *at < certificate.expires_unix_ms) {
-              certificate.expires_unix_ms = *at;
-            }
-          }
-        }
-      }
-      by_identity[certificate.identity] = std::move(certificate);
-    }
-    for (auto& [identity, certificate] : by_identity) {
-      dump_.certificates.push_back(std::move(certificate));
-    }
-  }
-
-  void ReadWorkloads(const JsonValue& section) {
-    if (section.is_array()) {
-      for (size_t i = 0; i < section.items().size(); ++i) {
-        ReadWorkload(section.items()[i], "workloads[" + std::to_string(i) + "]", {});
-      }
-    } else if (section.is_object()) {
-      for (const auto& [key, entry] : section.members()) {
-        ReadWorkload(entry, "workloads[" + ShowKey(key) + "]", key);
-      }
+// The readers of one entry (an object; Convert skips the rest).
+void ReadWorkloadState(const Where& where, const rapidjson::Value& entry, SectionLog& log,
+                       std::vector<ZtunnelWorkloadState>& out) {
+  ZtunnelWorkloadState state;
+  state.pod_uid = where.key;
+  state.state = StringField(entry, "state", where, log);
+  if (const rapidjson::Value* info = JsonMember(entry, "info");
+      info != nullptr && !info->IsNull()) {
+    if (info->IsObject()) {
+      const Where in_info = where.In(".info");
+      state.name = StringField(*info, "name", in_info, log);
+      state.namespace_name = StringField(*info, "namespace", in_info, log);
+      state.service_account = StringField(*info, "serviceAccount", in_info, log);
     } else {
-      Skip("workloads: neither an array nor an object");
+      log.Skip(where, ".info: not an object");
     }
   }
+  out.push_back(std::move(state));
+}
+
+void ReadWorkloadIps(const rapidjson::Value& ips, const Where& where, SectionLog& log,
+                     std::vector<std::string>& out) {
+  if (!ips.IsArray()) {
+    log.Skip(where, ".workloadIps: not an array");
+    return;
+  }
+  for (rapidjson::SizeType i = 0; i < ips.Size(); ++i) {
+    auto canonical = ips[i].IsString() ? CanonicalWorkloadIp(JsonText(&ips[i])) : std::nullopt;
+    if (canonical) {
+      out.push_back(std::move(*canonical));
+    } else {
+      log.Skip(where, ".workloadIps[" + std::to_string(i) + "]: not an IP address");
+    }
+  }
+}
+
+void ReadWorkload(const Where& where, const rapidjson::Value& entry, SectionLog& log,
+                  std::vector<ZtunnelWorkload>& out) {
+  ZtunnelWorkload workload;
+  workload.uid = StringField(entry, "uid", where, log);
+  if (workload.uid.empty()) workload.uid = where.key;  // the old map is keyed by uid
+  workload.name = StringField(entry, "name", where, log);
+  workload.namespace_name = StringField(entry, "namespace", where, log);
+  workload.node = StringField(entry, "node", where, log);
+  workload.protocol = StringField(entry, "protocol", where, log);
+  workload.network_mode = StringField(entry, "networkMode", where, log);
+  if (const rapidjson::Value* ips = JsonMember(entry, "workloadIps");
+      ips != nullptr && !ips->IsNull()) {
+    ReadWorkloadIps(*ips, where, log, workload.ips);
+  }
+  out.push_back(std::move(workload));
+}
+
+// certChain: [{expirationTime, ...}]: its length and earliest expiry.
+void ReadCertChain(const rapidjson::Value& chain, const Where& where, SectionLog& log,
+                   ZtunnelCertificate& certificate) {
+  if (!chain.IsArray()) {
+    log.Skip(where, ".certChain: not an array");
+    return;
+  }
+  for (rapidjson::SizeType j = 0; j < chain.Size(); ++j) {
+    const rapidjson::Value& cert = chain[j];
+    const std::string member = ".certChain[" + std::to_string(j) + "]";
+    if (!cert.IsObject()) {
+      log.Skip(where, member + ": not an object");
+      continue;
+    }
+    ++certificate.chain_length;
+    const std::string expiration = StringField(cert, "expirationTime", where.In(member), log);
+    if (expiration.empty()) continue;
+    const std::optional<int64_t> at = ParseRfc3339UnixMs(expiration);
+    if (!at) {
+      log.Skip(where, member + ".expirationTime: not an RFC 3339 time");
+      continue;
+    }
+    if (certificate.expires_unix_ms == 0 || *at < certificate.expires_unix_ms) {
+      certificate.expires_unix_ms = *at;
+    }
+  }
+}
+
+// One entry of "certificates": [{identity, state, certChain: [...], rootCerts}].
+void ReadCertificate(const Where& where, const rapidjson::Value& entry, SectionLog& log,
+                     std::vector<ZtunnelCertificate>& out) {
+  ZtunnelCertificate certificate;
+  certificate.identity = StringField(entry, "identity", where, log);
+  certificate.state = StringField(entry, "state", where, log);
+  if (certificate.identity.empty()) {
+    log.Skip(where, ": no identity");
+    return;
+  }
+  if (const rapidjson::Value* chain = JsonMember(entry, "certChain");
+      chain != nullptr && !chain->IsNull()) {
+    ReadCertChain(*chain, where, log, certificate);
+  }
+  out.push_back(std::move(certificate));
+}
+
+// Moves items[order[i]] to position i, following each cycle of the permutation with one
+// temporary: no second array of items (a stable_sort of the items themselves would allocate one
+// and move every item once per merge pass).
+template <typename T>
+void Permute(std::vector<T>& items, std::vector<uint32_t>& order) {
+  for (uint32_t start = 0; start < order.size(); ++start) {
+    if (order[start] == start) continue;
+    T held = std::move(items[start]);
+    uint32_t at = start;
+    while (order[at] != start) {
+      const uint32_t from = order[at];
+      items[at] = std::move(items[from]);
+      order[at] = at;
+      at = from;
+    }
+    items[at] = std::move(held);
+    order[at] = at;
+  }
+}
+
+// Sorts by `key`; of entries with the same key the last in document order stays, as a map
+// assignment in document order would leave it.
+template <typename T>
+void SortKeepingLast(std::vector<T>& items, std::string T::*key) {
+  const auto less = [key](const T& a, const T& b) { return a.*key < b.*key; };
+  if (!std::is_sorted(items.begin(), items.end(), less)) {
+    std::vector<uint32_t> order(items.size());
+    std::iota(order.begin(), order.end(), 0u);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](uint32_t a, uint32_t b) { return less(items[a], items[b]); });
+    Permute(items, order);
+  }
+  auto write = items.begin();
+  for (auto it = items.begin(); it != items.end(); ++it) {
+    const auto next = std::next(it);
+    if (next != items.end() && (*next).*key == (*it).*key) continue;
+    if (write != it) *write = std::move(*it);
+    ++write;
+  }
+  items.erase(write, items.end());
+}
+
+enum class Section : uint8_t { kNone, kWorkloadState, kWorkloads, kCertificates };
+
+Section SectionNamed(std::string_view key) {
+  if (key == "workloadState") return Section::kWorkloadState;
+  if (key == "workloads") return Section::kWorkloads;
+  if (key == "certificates") return Section::kCertificates;
+  return Section::kNone;
+}
+
+// The members of an entry the checks read; the rest (a workload's services and addresses of
+// other kinds, a pod's connections, a certificate's PEM roots) is never kept.
+bool KeptField(Section section, std::string_view key) {
+  switch (section) {
+    case Section::kWorkloadState:
+      return key == "state" || key == "info";
+    case Section::kWorkloads:
+      return key == "uid" || key == "name" || key == "namespace" || key == "node" ||
+             key == "protocol" || key == "networkMode" || key == "workloadIps";
+    case Section::kCertificates:
+      return key == "identity" || key == "state" || key == "certChain";
+    case Section::kNone:
+      return false;
+  }
+  return false;
+}
+
+// RapidJSON SAX handler over the whole dump; the dump's tree is never built. Each entry of the
+// three sections the checks read is gathered alone (its kept members only) into a small
+// document, converted, and dropped before the next entry. Depths: 1 = a member of the root
+// object (a section), 2 = an entry of a section, 3 = a member of an entry.
+class ConfigDumpHandler {
+ public:
+  using Ch = char;
+  using SizeType = rapidjson::SizeType;
+
+  bool Null() { return !Route(rapidjson::kNullType) || entry_.Null(); }
+  bool Bool(bool b) {
+    return !Route(b ? rapidjson::kTrueType : rapidjson::kFalseType) || entry_.Bool(b);
+  }
+  bool Int(int i) { return !Route(rapidjson::kNumberType) || entry_.Int(i); }
+  bool Uint(unsigned u) { return !Route(rapidjson::kNumberType) || entry_.Uint(u); }
+  bool Int64(int64_t i) { return !Route(rapidjson::kNumberType) || entry_.Int64(i); }
+  bool Uint64(uint64_t u) { return !Route(rapidjson::kNumberType) || entry_.Uint64(u); }
+  bool Double(double d) { return !Route(rapidjson::kNumberType) || entry_.Double(d); }
+  bool RawNumber(const Ch* s, SizeType n, bool copy) {
+    return !Route(rapidjson::kNumberType) || entry_.RawNumber(s, n, copy);
+  }
+  bool String(const Ch* s, SizeType n, bool copy) {
+    return !Route(rapidjson::kStringType) || entry_.String(s, n, copy);
+  }
+  bool StartObject() {
+    const bool forward = Route(rapidjson::kObjectType);
+    ++depth_;
+    return !forward || entry_.StartObject();
+  }
+  bool StartArray() {
+    const bool forward = Route(rapidjson::kArrayType);
+    ++depth_;
+    return !forward || entry_.StartArray();
+  }
+  bool Key(const Ch* s, SizeType n, bool copy);
+  bool EndObject(SizeType members);
+  bool EndArray(SizeType items);
+
+  Result<ConfigDump> Finish() &&;
 
  private:
-  ConfigDump& dump_;
+  bool Route(rapidjson::Type type);
+  void BeginSection(rapidjson::Type type);
+  bool BeginEntry(rapidjson::Type type);
+  bool FinishEntry();
+  void Convert(const rapidjson::Value& entry);
+  bool InKeptField() const { return collecting_ && field_kept_; }
+
+  ConfigDump dump_;
+  SectionLog state_log_, workloads_log_, certificates_log_;
+  size_t depth_ = 0;  // containers open around the next event
+  bool root_is_object_ = false;
+  Section key_section_ = Section::kNone;  // the section named by the last root member's key
+  Section active_ = Section::kNone;       // the section whose entries are being read
+  bool active_is_array_ = false;
+  size_t entry_index_ = 0;
+  std::string entry_key_;     // the entry's key in a section that is an object
+  bool collecting_ = false;   // an entry object is being gathered into entry_
+  bool field_kept_ = false;   // ... and the member being read is one of KeptField's
+  SizeType kept_fields_ = 0;  // members of the entry gathered
+  // One entry at a time: a few KiB, from a buffer reused for every entry.
+  alignas(8) char pool_buffer_[4096];
+  rapidjson::MemoryPoolAllocator<> pool_{pool_buffer_, sizeof(pool_buffer_), 16 << 10};
+  rapidjson::Document entry_{&pool_};
 };
+
+// Where a value (a scalar, or the start of a container) belongs; true: to the entry gathered.
+bool ConfigDumpHandler::Route(rapidjson::Type type) {
+  switch (depth_) {
+    case 0:
+      root_is_object_ = type == rapidjson::kObjectType;
+      return false;
+    case 1:
+      if (root_is_object_ && key_section_ != Section::kNone) BeginSection(type);
+      return false;
+    case 2:
+      return active_ != Section::kNone && BeginEntry(type);
+    default:
+      return InKeptField();
+  }
+}
+
+bool ConfigDumpHandler::Key(const Ch* s, SizeType n, bool copy) {
+  const std::string_view key(s, n);
+  switch (depth_) {
+    case 1:
+      key_section_ = SectionNamed(key);
+      return true;
+    case 2:
+      if (active_ != Section::kNone) entry_key_.assign(key);
+      return true;
+    case 3:
+      if (!collecting_) return true;
+      field_kept_ = KeptField(active_, key);
+      if (!field_kept_) return true;
+      ++kept_fields_;
+      return entry_.Key(s, n, copy);
+    default:
+      return !InKeptField() || entry_.Key(s, n, copy);
+  }
+}
+
+bool ConfigDumpHandler::EndObject(SizeType members) {
+  --depth_;
+  if (depth_ >= 3) return !InKeptField() || entry_.EndObject(members);
+  if (depth_ == 2 && collecting_) return FinishEntry();
+  if (depth_ == 1) active_ = Section::kNone;
+  return true;
+}
+
+bool ConfigDumpHandler::EndArray(SizeType items) {
+  --depth_;
+  if (depth_ >= 3) return !InKeptField() || entry_.EndArray(items);
+  if (depth_ == 1) active_ = Section::kNone;
+  return true;
+}
+
+void ConfigDumpHandler::BeginSection(rapidjson::Type type) {
+  const bool is_array = type == rapidjson::kArrayType;
+  const bool is_object = type == rapidjson::kObjectType;
+  SectionLog* log = nullptr;
+  bool fits = false;
+  std::string_view wrong_shape;
+  switch (key_section_) {
+    case Section::kWorkloadState:
+      log = &state_log_;
+      dump_.workload_state.clear();
+      fits = is_object;
+      wrong_shape = "workloadState: not an object";
+      break;
+    case Section::kWorkloads:
+      log = &workloads_log_;
+      dump_.workloads.clear();
+      fits = is_array || is_object;
+      wrong_shape = "workloads: neither an array nor an object";
+      break;
+    case Section::kCertificates:
+      log = &certificates_log_;
+      dump_.certificates.clear();
+      fits = is_array;
+      wrong_shape = "certificates: not an array";
+      break;
+    case Section::kNone:
+      return;
+  }
+  *log = SectionLog{.present = type != rapidjson::kNullType};
+  active_ = Section::kNone;
+  entry_index_ = 0;
+  if (!log->present) return;  // null reads as absent
+  if (!fits) {
+    log->Skip(std::string(wrong_shape));
+    return;
+  }
+  active_ = key_section_;
+  active_is_array_ = is_array;
+}
+
+bool ConfigDumpHandler::BeginEntry(rapidjson::Type type) {
+  if (type == rapidjson::kObjectType) {
+    collecting_ = true;
+    field_kept_ = false;
+    kept_fields_ = 0;
+    return true;
+  }
+  // Not an object: only its kind matters (it is skipped with a warning), not its contents.
+  Convert(rapidjson::Value(type));
+  return false;
+}
+
+bool ConfigDumpHandler::FinishEntry() {
+  collecting_ = false;
+  if (!entry_.EndObject(kept_fields_)) return false;
+  // entry_ received the entry's events as they came (a Document is a SAX handler); a generator
+  // that sends nothing more moves the finished value off its stack into the document.
+  auto finished = [](rapidjson::Document&) { return true; };
+  entry_.Populate(finished);
+  Convert(entry_);
+  entry_.SetNull();
+  pool_.Clear();
+  return true;
+}
+
+void ConfigDumpHandler::Convert(const rapidjson::Value& entry) {
+  const bool state = active_ == Section::kWorkloadState;
+  const bool workloads = active_ == Section::kWorkloads;
+  SectionLog& log = state ? state_log_ : workloads ? workloads_log_ : certificates_log_;
+  const Where where{.section = state       ? "workloadState"
+                               : workloads ? "workloads"
+                                           : "certificates",
+                    .keyed = !active_is_array_,
+                    .key = active_is_array_ ? std::string_view() : std::string_view(entry_key_),
+                    .index = entry_index_++};
+  if (state && where.key.empty()) {
+    log.Skip(where, ": empty pod UID");
+  } else if (!entry.IsObject()) {
+    log.Skip(where, ": not an object");
+  } else if (state) {
+    ReadWorkloadState(where, entry, log, dump_.workload_state);
+  } else if (workloads) {
+    ReadWorkload(where, entry, log, dump_.workloads);
+  } else {
+    ReadCertificate(where, entry, log, dump_.certificates);
+  }
+}
+
+Result<ConfigDump> ConfigDumpHandler::Finish() && {
+  if (!root_is_object_) {
+    return SourceError{SourceKind::kZtunnelConfigDump, "not a JSON object", EPROTO};
+  }
+  SortKeepingLast(dump_.workload_state, &ZtunnelWorkloadState::pod_uid);
+  SortKeepingLast(dump_.certificates, &ZtunnelCertificate::identity);
+  dump_.has_workload_state = state_log_.present;
+  dump_.has_workloads = workloads_log_.present;
+  dump_.has_certificates = certificates_log_.present;
+  // Reasons in section order (workloadState, workloads, certificates), the first few in all.
+  for (SectionLog* log : {&state_log_, &workloads_log_, &certificates_log_}) {
+    dump_.skipped_entries += log->skipped;
+    for (std::string& warning : log->warnings) {
+      if (dump_.warnings.size() < kMaxWarnings) dump_.warnings.push_back(std::move(warning));
+    }
+  }
+  return std::move(dump_);
+}
 
 // One Prometheus sample line "name{labels} value [timestamp]"; false when malformed.
 bool ParseSample(std::string_view line, std::string_view& name, double& value) {
@@ -233,9 +519,9 @@ std::optional<std::string> CanonicalWorkloadIp(std::string_view text) {
   char out[INET6_ADDRSTRLEN] = {};
   in_addr v4{};
   in6_addr v6{};
-  if (::inet_pton(AF_INET, address.c_str(), &v4) == 1) {
-    return std::string(::inet_ntop(AF_INET, &v4, out, sizeof(out)));
-  }
+  // glibc's inet_pton takes only the dotted-quad form without leading zeros, which is already
+  // what inet_ntop would print.
+  if (::inet_pton(AF_INET, address.c_str(), &v4) == 1) return address;
   if (::inet_pton(AF_INET6, address.c_str(), &v6) == 1) {
     return std::string(::inet_ntop(AF_INET6, &v6, out, sizeof(out)));
   }
@@ -243,31 +529,11 @@ std::optional<std::string> CanonicalWorkloadIp(std::string_view text) {
 }
 
 Result<ConfigDump> ParseConfigDump(std::string_view json) {
-  JsonParseResult parsed = ParseJson(json);
-  if (!parsed.value) {
-    return SourceError{SourceKind::kZtunnelConfigDump, "invalid JSON: " + parsed.error, EPROTO};
+  ConfigDumpHandler handler;
+  if (const JsonStatus read = ReadJson(json, handler); !read.ok()) {
+    return SourceError{SourceKind::kZtunnelConfigDump, "invalid JSON: " + read.error, EPROTO};
   }
-  if (!parsed.value->is_object()) {
-    return SourceError{SourceKind::kZtunnelConfigDump, "not a JSON object", EPROTO};
-  }
-  ConfigDump dump;
-  ConfigDumpReader reader(dump);
-  if (const JsonValue* state = parsed.value->Get("workloadState");
-      state != nullptr && !state->is_null()) {
-    dump.has_workload_state = true;
-    reader.ReadWorkloadState(*state);
-  }
-  if (const JsonValue* workloads = parsed.value->Get("workloads");
-      workloads != nullptr && !workloads->is_null()) {
-    dump.has_workloads = true;
-    reader.ReadWorkloads(*workloads);
-  }
-  if (const JsonValue* certificates = parsed.value->Get("certificates");
-      certificates != nullptr && !certificates->is_null()) {
-    dump.has_certificates = true;
-    reader.ReadCertificates(*certificates);
-  }
-  return dump;
+  return std::move(handler).Finish();
 }
 
 std::optional<int64_t> ParseRfc3339UnixMs(std::string_view text) {

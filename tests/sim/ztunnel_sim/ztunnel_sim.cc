@@ -601,8 +601,11 @@ ZtunnelSimStatus ZtunnelSim::status() const {
 }
 
 std::string ZtunnelSim::ConfigDumpJson() const {
-  const ZtunnelSimStatus status = this->status();
-  const ZtunnelSimOptions& options = state_->options;
+  return ConfigDumpJsonFor(status(), state_->options, state_->started_at);
+}
+
+std::string ConfigDumpJsonFor(const ZtunnelSimStatus& status, const ZtunnelSimOptions& options,
+                              std::chrono::system_clock::time_point started_at) {
   JsonWriter json;
   json.BeginObject();
   // Cluster-wide XDS view; here every pod ZDS told us about, with addresses read from its netns.
@@ -661,7 +664,7 @@ std::string ZtunnelSim::ConfigDumpJson() const {
     identities[identity] =
         identities[identity] || options.cert_unavailable_uids.count(proxy.uid) > 0;
   }
-  const auto issued = state_->started_at - std::chrono::minutes(1);
+  const auto issued = started_at - std::chrono::minutes(1);
   for (const auto& [identity, unavailable] : identities) {
     json.BeginObject();
     json.Field("identity", identity);

@@ -105,6 +105,11 @@ class ZtunnelSim {
   std::unique_ptr<State> state_;
 };
 
+// What ConfigDumpJson serves for `status`, with certificates issued a minute before `started_at`
+// (benches build large dumps with it, no ZDS needed).
+std::string ConfigDumpJsonFor(const ZtunnelSimStatus& status, const ZtunnelSimOptions& options,
+                              std::chrono::system_clock::time_point started_at);
+
 // ztunnel's admin (127.0.0.1:15000), stats (0.0.0.0:15020) and readiness (0.0.0.0:15021)
 // servers, bound in the calling thread's netns.
 struct AdminPorts {

@@ -1,9 +1,15 @@
-#include "model/json_parse.h"
+#include "bench/legacy_config_dump.h"
 
+#include <cerrno>
 #include <cmath>
 #include <cstdlib>
 
-namespace ad {
+namespace ad::bench::legacy {
+
+using ztunnel::CanonicalWorkloadIp;
+using ztunnel::ConfigDump;
+using ztunnel::ParseRfc3339UnixMs;
+
 namespace {
 
 const std::string kEmptyString;
@@ -342,4 +348,200 @@ JsonParseResult ParseJson(std::string_view text, const JsonLimits& limits) {
   return Parser(text, limits).Run();
 }
 
-}  // namespace ad
+namespace {
+
+constexpr size_t kMaxWarnings = 8;
+constexpr size_t kMaxKeyShown = 64;
+// A peer-chosen key, shortened for a warning.
+std::string ShowKey(std::string_view key) {
+  std::string out = "\"" + std::string(key.substr(0, kMaxKeyShown));
+  if (key.size() > kMaxKeyShown) out += "...";
+  return out + "\"";
+}
+
+class ConfigDumpReader {
+ public:
+  explicit ConfigDumpReader(ConfigDump& dump) : dump_(dump) {}
+
+  void Skip(std::string message) {
+    ++dump_.skipped_entries;
+    if (dump_.warnings.size() < kMaxWarnings) dump_.warnings.push_back(std::move(message));
+  }
+
+  // A string member; "" when absent or null, "" plus a warning when of another type.
+  std::string StringField(const JsonValue& object, std::string_view key, const std::string& where) {
+    const JsonValue* value = object.Get(key);
+    if (value == nullptr || value->is_null()) return {};
+    if (!value->is_string()) {
+      Skip(where + "." + std::string(key) + ": not a string");
+      return {};
+    }
+    return value->AsString();
+  }
+
+  void ReadWorkloadState(const JsonValue& section) {
+    if (!section.is_object()) {
+      Skip("workloadState: not an object");
+      return;
+    }
+    std::map<std::string, ZtunnelWorkloadState> by_uid;  // duplicate keys: the last wins
+    for (const auto& [uid, entry] : section.members()) {
+      const std::string where = "workloadState[" + ShowKey(uid) + "]";
+      if (uid.empty()) {
+        Skip(where + ": empty pod UID");
+        continue;
+      }
+      if (!entry.is_object()) {
+        Skip(where + ": not an object");
+        continue;
+      }
+      ZtunnelWorkloadState state;
+      state.pod_uid = uid;
+      state.state = StringField(entry, "state", where);
+      if (const JsonValue* info = entry.Get("info"); info != nullptr && !info->is_null()) {
+        if (info->is_object()) {
+          state.name = StringField(*info, "name", where + ".info");
+          state.namespace_name = StringField(*info, "namespace", where + ".info");
+          state.service_account = StringField(*info, "serviceAccount", where + ".info");
+        } else {
+          Skip(where + ".info: not an object");
+        }
+      }
+      by_uid[uid] = std::move(state);
+    }
+    for (auto& [uid, state] : by_uid) dump_.workload_state.push_back(std::move(state));
+  }
+
+  void ReadWorkload(const JsonValue& entry, const std::string& where, std::string_view map_key) {
+    if (!entry.is_object()) {
+      Skip(where + ": not an object");
+      return;
+    }
+    ZtunnelWorkload workload;
+    workload.uid = StringField(entry, "uid", where);
+    if (workload.uid.empty()) workload.uid = std::string(map_key);  // the old map is keyed by uid
+    workload.name = StringField(entry, "name", where);
+    workload.namespace_name = StringField(entry, "namespace", where);
+    workload.node = StringField(entry, "node", where);
+    workload.protocol = StringField(entry, "protocol", where);
+    workload.network_mode = StringField(entry, "networkMode", where);
+    if (const JsonValue* ips = entry.Get("workloadIps"); ips != nullptr && !ips->is_null()) {
+      if (!ips->is_array()) {
+        Skip(where + ".workloadIps: not an array");
+      } else {
+        for (size_t i = 0; i < ips->items().size(); ++i) {
+          const JsonValue& ip = ips->items()[i];
+          auto canonical = ip.is_string() ? CanonicalWorkloadIp(ip.AsString()) : std::nullopt;
+          if (canonical) {
+            workload.ips.push_back(std::move(*canonical));
+          } else {
+            Skip(where + ".workloadIps[" + std::to_string(i) + "]: not an IP address");
+          }
+        }
+      }
+    }
+    dump_.workloads.push_back(std::move(workload));
+  }
+
+  // "certificates": [{identity, state, certChain: [{expirationTime, ...}], rootCerts}].
+  void ReadCertificates(const JsonValue& section) {
+    if (!section.is_array()) {
+      Skip("certificates: not an array");
+      return;
+    }
+    std::map<std::string, ZtunnelCertificate> by_identity;
+    for (size_t i = 0; i < section.items().size(); ++i) {
+      const JsonValue& entry = section.items()[i];
+      const std::string where = "certificates[" + std::to_string(i) + "]";
+      if (!entry.is_object()) {
+        Skip(where + ": not an object");
+        continue;
+      }
+      ZtunnelCertificate certificate;
+      certificate.identity = StringField(entry, "identity", where);
+      certificate.state = StringField(entry, "state", where);
+      if (certificate.identity.empty()) {
+        Skip(where + ": no identity");
+        continue;
+      }
+      if (const JsonValue* chain = entry.Get("certChain"); chain != nullptr && !chain->is_null()) {
+        if (!chain->is_array()) {
+          Skip(where + ".certChain: not an array");
+        } else {
+          for (size_t j = 0; j < chain->items().size(); ++j) {
+            const JsonValue& cert = chain->items()[j];
+            const std::string cert_where = where + ".certChain[" + std::to_string(j) + "]";
+            if (!cert.is_object()) {
+              Skip(cert_where + ": not an object");
+              continue;
+            }
+            ++certificate.chain_length;
+            const std::string expiration = StringField(cert, "expirationTime", cert_where);
+            if (expiration.empty()) continue;
+            const std::optional<int64_t> at = ParseRfc3339UnixMs(expiration);
+            if (!at) {
+              Skip(cert_where + ".expirationTime: not an RFC 3339 time");
+              continue;
+            }
+            if (certificate.expires_unix_ms == 0 || *at < certificate.expires_unix_ms) {
+              certificate.expires_unix_ms = *at;
+            }
+          }
+        }
+      }
+      by_identity[certificate.identity] = std::move(certificate);
+    }
+    for (auto& [identity, certificate] : by_identity) {
+      dump_.certificates.push_back(std::move(certificate));
+    }
+  }
+
+  void ReadWorkloads(const JsonValue& section) {
+    if (section.is_array()) {
+      for (size_t i = 0; i < section.items().size(); ++i) {
+        ReadWorkload(section.items()[i], "workloads[" + std::to_string(i) + "]", {});
+      }
+    } else if (section.is_object()) {
+      for (const auto& [key, entry] : section.members()) {
+        ReadWorkload(entry, "workloads[" + ShowKey(key) + "]", key);
+      }
+    } else {
+      Skip("workloads: neither an array nor an object");
+    }
+  }
+
+ private:
+  ConfigDump& dump_;
+};
+
+}  // namespace
+
+Result<ConfigDump> ParseConfigDump(std::string_view json) {
+  JsonParseResult parsed = ParseJson(json);
+  if (!parsed.value) {
+    return SourceError{SourceKind::kZtunnelConfigDump, "invalid JSON: " + parsed.error, EPROTO};
+  }
+  if (!parsed.value->is_object()) {
+    return SourceError{SourceKind::kZtunnelConfigDump, "not a JSON object", EPROTO};
+  }
+  ConfigDump dump;
+  ConfigDumpReader reader(dump);
+  if (const JsonValue* state = parsed.value->Get("workloadState");
+      state != nullptr && !state->is_null()) {
+    dump.has_workload_state = true;
+    reader.ReadWorkloadState(*state);
+  }
+  if (const JsonValue* workloads = parsed.value->Get("workloads");
+      workloads != nullptr && !workloads->is_null()) {
+    dump.has_workloads = true;
+    reader.ReadWorkloads(*workloads);
+  }
+  if (const JsonValue* certificates = parsed.value->Get("certificates");
+      certificates != nullptr && !certificates->is_null()) {
+    dump.has_certificates = true;
+    reader.ReadCertificates(*certificates);
+  }
+  return dump;
+}
+
+}  // namespace ad::bench::legacy
