@@ -1,8 +1,10 @@
 #include "cli/flows_render.h"
 
+#include <cmath>
 #include <cstdio>
 
-#include "model/json.h"
+#include "ambientdoctor/v1/documents.pb.h"
+#include "api/report_proto.h"
 
 namespace ad::cli {
 namespace {
@@ -13,44 +15,63 @@ std::string NetnsLabel(const FlowsReport& report, uint32_t inode) {
   return it != report.netns_paths.end() ? it->second : "netns:" + std::to_string(inode);
 }
 
-double Ms(int64_t unix_ns) { return static_cast<double>(unix_ns) / 1e6; }
+namespace pb = ::ambientdoctor::v1;
 
-void WriteFlow(JsonWriter& j, const FlowsReport& report, const Flow& flow) {
-  j.BeginObject();
-  j.Field("flow_id", flow.flow_id).Field("cookie_known", flow.cookie_known);
-  j.Key("netns").BeginObject().Field("inode", flow.netns_inode);
+// Unix ms to the microsecond, the resolution flows/v1 prints.
+double Ms(int64_t unix_ns) { return std::round(static_cast<double>(unix_ns) / 1e3) / 1e3; }
+double Number(uint64_t count) { return static_cast<double>(count); }
+
+void FillFlow(const FlowsReport& report, const Flow& flow, pb::FlowRecord* out) {
+  out->set_flow_id(Number(flow.flow_id));
+  out->set_cookie_known(flow.cookie_known);
+  pb::FlowNetns* netns = out->mutable_netns();
+  netns->set_inode(flow.netns_inode);
   if (auto it = report.netns_paths.find(flow.netns_inode); it != report.netns_paths.end()) {
-    j.Field("path", it->second);
+    netns->set_path(it->second);
   }
   if (auto it = report.pods.find(flow.netns_inode); it != report.pods.end()) {
-    j.Field("pod", it->second);
+    netns->set_pod(it->second);
   }
-  j.EndObject();
-  j.Field("role", FlowRoleName(flow.role)).Field("protocol", "tcp");
-  j.Field("src_ip", flow.tuple.src.ToString()).Field("src_port", uint32_t{flow.tuple.src_port});
-  j.Field("dst_ip", flow.tuple.dst.ToString()).Field("dst_port", uint32_t{flow.tuple.dst_port});
-  j.Field("mark", flow.mark).Field("outcome", FlowOutcomeName(flow.outcome));
-  if (flow.started_unix_ns != 0) j.Field("started_unix_ms", Ms(flow.started_unix_ns));
-  if (flow.established_unix_ns != 0) j.Field("established_unix_ms", Ms(flow.established_unix_ns));
-  if (flow.ended_unix_ns != 0) j.Field("ended_unix_ms", Ms(flow.ended_unix_ns));
-  if (auto latency = flow.ConnectLatencyUs()) j.Field("connect_latency_us", *latency);
-  j.Field("bytes_sent", flow.bytes_sent).Field("bytes_received", flow.bytes_received);
-  j.Field("srtt_us", flow.srtt_us).Field("retransmits", flow.retransmits);
-  j.Field("resets_received", flow.resets_received).Field("resets_sent", flow.resets_sent);
-  j.Field("sk_err", int64_t{flow.sk_err});
-  j.Field("seen_late", flow.seen_late).Field("live", flow.live);
-  j.EndObject();
+  out->set_role(std::string(FlowRoleName(flow.role)));
+  out->set_protocol("tcp");
+  out->set_src_ip(flow.tuple.src.ToString());
+  out->set_src_port(flow.tuple.src_port);
+  out->set_dst_ip(flow.tuple.dst.ToString());
+  out->set_dst_port(flow.tuple.dst_port);
+  out->set_mark(flow.mark);
+  out->set_outcome(std::string(FlowOutcomeName(flow.outcome)));
+  if (flow.started_unix_ns != 0) out->set_started_unix_ms(Ms(flow.started_unix_ns));
+  if (flow.established_unix_ns != 0) out->set_established_unix_ms(Ms(flow.established_unix_ns));
+  if (flow.ended_unix_ns != 0) out->set_ended_unix_ms(Ms(flow.ended_unix_ns));
+  if (auto latency = flow.ConnectLatencyUs()) {
+    out->set_connect_latency_us(static_cast<double>(*latency));
+  }
+  out->set_bytes_sent(Number(flow.bytes_sent));
+  out->set_bytes_received(Number(flow.bytes_received));
+  out->set_srtt_us(flow.srtt_us);
+  out->set_retransmits(flow.retransmits);
+  out->set_resets_received(flow.resets_received);
+  out->set_resets_sent(flow.resets_sent);
+  out->set_sk_err(flow.sk_err);
+  out->set_seen_late(flow.seen_late);
+  out->set_live(flow.live);
 }
 
-void WriteCounts(JsonWriter& j, std::string_view key, const FlowCounts& counts) {
-  j.Key(key).BeginObject();
-  j.Field("opened", counts.opened).Field("open", counts.open).Field("failed", counts.failed());
-  j.Key("closed").BeginObject();
-  for (const auto& [outcome, count] : counts.closed) j.Field(FlowOutcomeName(outcome), count);
-  j.EndObject();
-  j.Field("bytes_sent", counts.bytes_sent).Field("bytes_received", counts.bytes_received);
-  j.Field("retransmits", counts.retransmits).Field("resets", counts.resets);
-  j.EndObject();
+void FillCounts(const FlowCounts& counts, pb::FlowGroupCounts* out) {
+  out->set_opened(Number(counts.opened));
+  out->set_open(Number(counts.open));
+  out->set_failed(Number(counts.failed()));
+  // One field per outcome name (FlowOutcomeCountsHasEveryOutcome tests that none is missing).
+  pb::FlowOutcomeCounts* closed = out->mutable_closed();
+  for (const auto& [outcome, count] : counts.closed) {
+    const auto* field =
+        closed->GetDescriptor()->FindFieldByName(std::string(FlowOutcomeName(outcome)));
+    if (field != nullptr) closed->GetReflection()->SetDouble(closed, field, Number(count));
+  }
+  out->set_bytes_sent(Number(counts.bytes_sent));
+  out->set_bytes_received(Number(counts.bytes_received));
+  out->set_retransmits(Number(counts.retransmits));
+  out->set_resets(Number(counts.resets));
 }
 
 std::string Bytes(uint64_t value) {
@@ -97,11 +118,10 @@ std::string Endpoint(const FlowAddress& address, uint16_t port) {
 std::string FollowLine(std::string_view event, const Flow& flow, const FlowsReport& names,
                        bool json) {
   if (json) {
-    JsonWriter j(/*pretty=*/false);
-    j.BeginObject().Field("event", event).Key("flow");
-    WriteFlow(j, names, flow);
-    j.EndObject();
-    return j.str() + "\n";
+    pb::FlowEventLine line;
+    line.set_event(std::string(event));
+    FillFlow(names, flow, line.mutable_flow());
+    return api::ToJson(line, /*compact=*/true) + "\n";
   }
   std::string line(event);
   line += event.size() < 8 ? "\t" : " ";
@@ -110,54 +130,53 @@ std::string FollowLine(std::string_view event, const Flow& flow, const FlowsRepo
 }
 
 std::string RenderFlowsJson(const FlowsReport& report) {
-  JsonWriter j;
-  j.BeginObject().Field("schema", "ambient-doctor.flows/v1");
-  j.Field("attach", report.attach_mode);
-  j.Key("ports").BeginArray();
-  for (uint16_t port : report.ports) j.Uint(port);
-  j.EndArray();
-  j.Field("duration_ms", report.duration_ms);
-  j.Key("counters").BeginObject();
-  j.Field("events", report.events).Field("lost_events", report.lost_events);
-  j.Field("state_full", report.state_full).Field("late_flows", report.late_flows);
-  j.Field("decode_errors", report.decode_errors);
-  j.Field("closed_dropped", report.view.closed_dropped);
-  j.Field("open_dropped", report.view.open_dropped);
-  j.Field("destinations_dropped", report.view.destinations_dropped);
-  j.EndObject();
-  j.StringArray("errors", report.errors);
-  j.Key("open").BeginArray();
-  for (const Flow& flow : report.view.open) WriteFlow(j, report, flow);
-  j.EndArray();
-  j.Key("closed").BeginArray();
-  for (const Flow& flow : report.view.closed) WriteFlow(j, report, flow);
-  j.EndArray();
-  j.Key("by_netns").BeginArray();
+  pb::FlowsDocument doc;
+  doc.set_schema(kFlowsSchema);
+  doc.set_attach(report.attach_mode);
+  for (uint16_t port : report.ports) doc.add_ports(port);
+  doc.set_duration_ms(static_cast<double>(report.duration_ms));
+  pb::FlowsCounters* counters = doc.mutable_counters();
+  counters->set_events(Number(report.events));
+  counters->set_lost_events(Number(report.lost_events));
+  counters->set_state_full(Number(report.state_full));
+  counters->set_late_flows(Number(report.late_flows));
+  counters->set_decode_errors(Number(report.decode_errors));
+  counters->set_closed_dropped(Number(report.view.closed_dropped));
+  counters->set_open_dropped(Number(report.view.open_dropped));
+  counters->set_destinations_dropped(Number(report.view.destinations_dropped));
+  for (const std::string& error : report.errors) doc.add_errors(error);
+  for (const Flow& flow : report.view.open) FillFlow(report, flow, doc.add_open());
+  for (const Flow& flow : report.view.closed) FillFlow(report, flow, doc.add_closed());
   for (const NetnsFlowAggregate& netns : report.view.by_netns) {
-    j.BeginObject().Field("inode", netns.netns_inode);
+    pb::NetnsFlowCounts* out = doc.add_by_netns();
+    out->set_inode(netns.netns_inode);
     if (auto it = report.netns_paths.find(netns.netns_inode); it != report.netns_paths.end()) {
-      j.Field("path", it->second);
+      out->set_path(it->second);
     }
-    WriteCounts(j, "client", netns.client);
-    WriteCounts(j, "server", netns.server);
-    j.EndObject();
+    FillCounts(netns.client, out->mutable_client());
+    FillCounts(netns.server, out->mutable_server());
   }
-  j.EndArray();
-  j.Key("by_destination").BeginArray();
   for (const DestinationAggregate& destination : report.view.by_destination) {
-    j.BeginObject().Field("ip", destination.address.ToString());
-    j.Field("port", uint32_t{destination.port});
-    WriteCounts(j, "counts", destination.counts);
+    pb::DestinationFlowCounts* out = doc.add_by_destination();
+    out->set_ip(destination.address.ToString());
+    out->set_port(destination.port);
+    FillCounts(destination.counts, out->mutable_counts());
     if (destination.connect_latency_samples > 0) {
-      j.Field("connect_latency_us_avg",
-              destination.connect_latency_us_sum / destination.connect_latency_samples);
-      j.Field("connect_latency_us_max", destination.connect_latency_us_max);
+      // Whole microseconds, as flows/v1 printed the integer mean.
+      out->set_connect_latency_us_avg(
+          Number(destination.connect_latency_us_sum / destination.connect_latency_samples));
+      out->set_connect_latency_us_max(Number(destination.connect_latency_us_max));
     }
-    j.EndObject();
   }
-  j.EndArray();
-  j.EndObject();
-  return j.str() + "\n";
+  return api::ToJson(doc);  // ends in an empty line, as flows/v1 always did
+}
+
+std::string RenderFlowsUnavailableJson(const std::string& reason) {
+  pb::FlowsUnavailableDocument doc;
+  doc.set_schema(kFlowsSchema);
+  doc.set_available(false);
+  doc.set_reason(reason);
+  return api::ToJson(doc);
 }
 
 std::string RenderFlowsTable(const FlowsReport& report) {

@@ -28,7 +28,14 @@ struct FlowsReport {
   FlowTableView view;                           // already filtered
 };
 
+inline constexpr const char* kFlowsSchema = "ambient-doctor.flows/v1";
+
+// The JSON document (FlowsDocument of proto/ambientdoctor/v1/documents.proto, written by
+// protobuf's JSON printer), ending in an empty line.
 std::string RenderFlowsJson(const FlowsReport& report);
+// The document when nothing can be traced (FlowsUnavailableDocument): schema, available false,
+// the reason; ending in an empty line.
+std::string RenderFlowsUnavailableJson(const std::string& reason);
 std::string RenderFlowsTable(const FlowsReport& report);
 
 // One --follow line (with its newline): `event` ("current", "open", "close", "update") and the
