@@ -405,15 +405,17 @@ pb::NetnsRules BuildNetnsRules(const NetnsSnapshot& ns, const NetnsClassificatio
       pb::RuleChain* ch = t->add_chains();
       ch->set_name(chain.name);
       ch->set_base(chain.is_base);
-      ch->set_hook(chain.hook);
-      ch->set_priority(chain.priority);
-      ch->set_type(chain.type);
-      ch->set_policy(chain.policy);
+      if (chain.is_base) {  // a user chain has no hook, priority, type or policy
+        ch->set_hook(chain.hook);
+        ch->set_priority(chain.priority);
+        ch->set_type(chain.type);
+        ch->set_policy(chain.policy);
+      }
       for (const Rule& rule : chain.rules) {
         pb::RuleLine* line = ch->add_rules();
         line->set_text(RenderRule(table, chain.name, rule));
-        line->set_comment(rule.comment);
-        line->set_handle(static_cast<uint32_t>(rule.handle));
+        if (!rule.comment.empty()) line->set_comment(rule.comment);
+        if (rule.handle != 0) line->set_handle(static_cast<uint32_t>(rule.handle));  // nft only
         for (const Match& m : rule.sem.matches) {
           pb::RuleMatch* match = line->add_matches();
           match->set_kind(std::string(MatchKindName(m.kind)));
@@ -437,7 +439,7 @@ pb::NetnsRules BuildNetnsRules(const NetnsSnapshot& ns, const NetnsClassificatio
       pb::NftSet* s = t->add_sets();
       s->set_name(set.name);
       s->set_type(set.key_type);
-      s->set_data_type(set.data_type);
+      if (!set.data_type.empty()) s->set_data_type(set.data_type);  // maps only
       s->set_anonymous(set.anonymous);
       s->set_interval(set.interval);
       s->set_comment(set.comment);

@@ -7,8 +7,8 @@
 #include <set>
 #include <string_view>
 
+#include "ambientdoctor/v1/documents.pb.h"
 #include "api/report_proto.h"
-#include "model/json.h"
 
 namespace ad::cli {
 namespace {
@@ -267,30 +267,25 @@ std::string RecentlyResolvedSection(const pb::Report& report, const RenderOption
   return out;
 }
 
-void WriteFinding(JsonWriter& j, const pb::Finding& f) {
-  j.BeginObject();
-  j.Field("code", f.code());
-  j.Field("severity", f.severity());
-  j.Field("subject", f.subject());
-  j.Key("netns")
-      .BeginObject()
-      .Field("path", f.netns().path())
-      .Field("inode", static_cast<uint64_t>(f.netns().inode()))
-      .EndObject();
-  if (!f.has_pod()) {
-    j.Key("pod").Null();
+// changes/v1's form of a finding: no history, null for an unknown pod or start.
+void FillChangedFinding(const pb::Finding& f, pb::ChangedFinding* out) {
+  out->set_code(f.code());
+  out->set_severity(f.severity());
+  out->set_subject(f.subject());
+  *out->mutable_netns() = f.netns();
+  if (f.has_pod()) {
+    out->mutable_pod()->set_string_value(f.pod());
   } else {
-    j.Field("pod", f.pod());
+    out->mutable_pod()->set_null_value(google::protobuf::NULL_VALUE);
   }
-  j.Field("summary", f.summary());
-  j.StringArray("evidence", std::vector<std::string>(f.evidence().begin(), f.evidence().end()));
-  j.Field("hint", f.hint());
+  out->set_summary(f.summary());
+  *out->mutable_evidence() = f.evidence();
+  out->set_hint(f.hint());
   if (f.has_since_unix_ms()) {
-    j.Field("since_unix_ms", Ms(f.since_unix_ms()));
+    out->mutable_since_unix_ms()->set_number_value(static_cast<double>(Ms(f.since_unix_ms())));
   } else {
-    j.Key("since_unix_ms").Null();
+    out->mutable_since_unix_ms()->set_null_value(google::protobuf::NULL_VALUE);
   }
-  j.EndObject();
 }
 
 }  // namespace
@@ -480,28 +475,15 @@ std::string RenderChangeLines(const ChangeSet& set, bool color) {
 }
 
 std::string RenderChangesJson(const ChangeSet& set) {
-  JsonWriter j(/*pretty=*/false);
-  j.BeginObject();
-  j.Field("schema", kChangesSchema);
-  j.Field("node", set.node);
-  j.Field("taken_at_unix_ms", Ms(set.taken_at_unix_ms));
-  j.Key("opened").BeginArray();
+  pb::ChangesDocument doc;
+  doc.set_schema(kChangesSchema);
+  doc.set_node(set.node);
+  doc.set_taken_at_unix_ms(static_cast<double>(Ms(set.taken_at_unix_ms)));
   for (const auto& change : set.changes) {
-    if (change.opened) WriteFinding(j, change.finding);
+    FillChangedFinding(change.finding, change.opened ? doc.add_opened() : doc.add_resolved());
   }
-  j.EndArray();
-  j.Key("resolved").BeginArray();
-  for (const auto& change : set.changes) {
-    if (!change.opened) WriteFinding(j, change.finding);
-  }
-  j.EndArray();
-  j.Key("findings").BeginObject();
-  j.Field("critical", static_cast<int>(set.open_findings.critical()))
-      .Field("warning", static_cast<int>(set.open_findings.warning()))
-      .Field("info", static_cast<int>(set.open_findings.info()));
-  j.EndObject();
-  j.EndObject();
-  return j.str() + "\n";
+  *doc.mutable_findings() = set.open_findings;
+  return api::ToJson(doc, /*compact=*/true) + "\n";
 }
 
 }  // namespace ad::cli

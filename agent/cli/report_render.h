@@ -49,7 +49,8 @@ ChangeSet LocalChangeSet(const NodeSnapshot& snapshot, const NodeAnalysis& analy
 // `watch`: one line per opened/resolved finding, stamped with the scan time (UTC), e.g.
 // "2026-08-22T10:00:30.000Z critical opened ZDS_STALL /run/netns/x (inode 5) pod demo/a: ...".
 std::string RenderChangeLines(const ChangeSet& set, bool color);
-// `watch -o json`: one single-line JSON document per change set (schema kChangesSchema).
+// `watch -o json`: one single-line JSON document per change set (schema kChangesSchema): the
+// ChangesDocument message (proto/ambientdoctor/v1/documents.proto), written by protobuf's printer.
 std::string RenderChangesJson(const ChangeSet& set);
 
 // "2026-08-22T10:00:30Z" (with_millis: "...30.000Z").

@@ -5,8 +5,9 @@
 #include <string_view>
 #include <vector>
 
+#include "ambientdoctor/v1/documents.pb.h"
+#include "api/report_proto.h"
 #include "model/finding.h"
-#include "model/json.h"
 
 namespace ad::cli {
 namespace {
@@ -102,9 +103,31 @@ std::optional<std::string> VariantText(const pb::NetnsEntry& e) {
   return variant.Describe();
 }
 
-template <typename Strings>
-std::vector<std::string> Vector(const Strings& strings) {
-  return {strings.begin(), strings.end()};
+// rules/v1 prints a chain's hook, priority, type and policy for base chains only, a rule's handle
+// only when it has one (nft) and its comment when not empty, a set's data_type for maps only: the
+// fields' presence, set here whatever the sender (BuildNetnsRules, or a daemon of another version)
+// did.
+void NormalisePresence(pb::RuleTable& table) {
+  for (pb::RuleChain& chain : *table.mutable_chains()) {
+    if (chain.base()) {
+      chain.set_hook(chain.hook());
+      chain.set_priority(chain.priority());
+      chain.set_type(chain.type());
+      chain.set_policy(chain.policy());
+    } else {
+      chain.clear_hook();
+      chain.clear_priority();
+      chain.clear_type();
+      chain.clear_policy();
+    }
+    for (pb::RuleLine& rule : *chain.mutable_rules()) {
+      if (rule.handle() == 0) rule.clear_handle();
+      if (rule.comment().empty()) rule.clear_comment();
+    }
+  }
+  for (pb::NftSet& set : *table.mutable_sets()) {
+    if (set.data_type().empty()) set.clear_data_type();
+  }
 }
 
 }  // namespace
@@ -165,109 +188,30 @@ std::string RenderRulesText(const pb::NetnsRules& rules) {
 
 std::string RenderRulesJson(const pb::NetnsRules& rules) {
   const pb::NetnsEntry& ns = rules.netns();
-  JsonWriter j;
-  j.BeginObject();
-  j.Field("schema", kRulesSchema);
-  j.Key("netns").BeginObject();
-  j.Field("path", ns.path());
-  j.Field("inode", static_cast<uint64_t>(ns.inode()));
-  j.Field("host", ns.host());
-  j.EndObject();
-  j.Field("mode", ns.mode());
-  j.Key("variant");
+  pb::RulesDocument doc;
+  doc.set_schema(kRulesSchema);
+  doc.mutable_netns()->set_path(ns.path());
+  doc.mutable_netns()->set_inode(ns.inode());
+  doc.mutable_netns()->set_host(ns.host());
+  doc.set_mode(ns.mode());
   if (const auto variant = VariantText(ns)) {
-    j.String(*variant);
+    doc.mutable_variant()->set_string_value(*variant);
   } else {
-    j.Null();
+    doc.mutable_variant()->set_null_value(google::protobuf::NULL_VALUE);
   }
-  j.Key("errors").BeginArray();
-  for (const auto& e : ns.errors()) {
-    j.BeginObject().Field("source", e.source()).Field("message", e.message()).EndObject();
-  }
-  j.EndArray();
-  j.Key("tables").BeginArray();
-  for (const pb::RuleTable& t : rules.tables()) {
-    j.BeginObject();
-    j.Field("backend", t.backend());
-    j.Field("family", t.family());
-    j.Field("name", t.name());
-    j.Key("chains").BeginArray();
-    for (const pb::RuleChain& ch : t.chains()) {
-      j.BeginObject();
-      j.Field("name", ch.name());
-      j.Field("base", ch.base());
-      if (ch.base()) {
-        j.Field("hook", ch.hook()).Field("priority", static_cast<int64_t>(ch.priority()));
-        j.Field("type", ch.type()).Field("policy", ch.policy());
-      }
-      j.Key("rules").BeginArray();
-      for (const pb::RuleLine& r : ch.rules()) {
-        j.BeginObject();
-        j.Field("text", r.text());
-        if (r.handle()) j.Field("handle", static_cast<uint64_t>(r.handle()));
-        if (!r.comment().empty()) j.Field("comment", r.comment());
-        j.Key("matches").BeginArray();
-        for (const pb::RuleMatch& m : r.matches()) {
-          j.BeginObject().Field("kind", m.kind()).Field("negated", m.negated());
-          j.Field("value", m.value()).Field("value2", m.value2()).Field("text", m.text());
-          if (!m.elements().empty()) j.StringArray("elements", Vector(m.elements()));
-          j.EndObject();
-        }
-        j.EndArray();
-        const pb::RuleAction& a = r.action();
-        j.Key("action").BeginObject().Field("kind", a.kind());
-        j.Field("value", a.value()).Field("value2", a.value2());
-        j.Field("value3", a.value3()).Field("text", a.text());
-        if (!a.elements().empty()) j.StringArray("elements", Vector(a.elements()));
-        j.EndObject();
-        j.EndObject();
-      }
-      j.EndArray();
-      j.EndObject();
-    }
-    j.EndArray();
-    j.Key("sets").BeginArray();
-    for (const pb::NftSet& s : t.sets()) {
-      j.BeginObject().Field("name", s.name()).Field("type", s.type());
-      if (!s.data_type().empty()) j.Field("data_type", s.data_type());
-      if (s.anonymous()) j.Field("anonymous", true);
-      j.StringArray("elements", Vector(s.elements())).EndObject();
-    }
-    j.EndArray();
-    j.EndObject();
-  }
-  j.EndArray();
-  j.Key("ipsets").BeginArray();
-  for (const pb::Ipset& s : rules.ipsets()) {
-    j.BeginObject().Field("name", s.name()).Field("type", s.type());
-    j.Field("family", s.family()).StringArray("members", Vector(s.members())).EndObject();
-  }
-  j.EndArray();
-  j.Key("routing").BeginObject();
-  j.Key("rules").BeginArray();
-  for (const pb::PolicyRule& r : rules.policy_rules()) {
-    j.BeginObject().Field("family", r.family()).Field("priority", r.priority());
-    j.Field("fwmark", r.fwmark()).Field("fwmask", r.fwmask()).Field("table", r.table());
-    j.Field("action", r.action()).EndObject();
-  }
-  j.EndArray();
-  j.Key("routes").BeginArray();
-  for (const pb::Route& r : rules.routes()) {
-    j.BeginObject().Field("family", r.family()).Field("table", r.table());
-    j.Field("type", r.type()).Field("dst", r.dst()).Field("dev", r.dev()).EndObject();
-  }
-  j.EndArray();
-  j.Key("addresses").BeginArray();
-  for (const pb::InterfaceAddress& a : rules.addresses()) {
-    j.BeginObject().Field("ifname", a.ifname()).Field("family", a.family());
-    j.Field("address", a.address()).Field("prefix_len", a.prefix_len());
-    j.Field("global", a.global()).EndObject();
-  }
-  j.EndArray();
-  j.Field("ipv6_disabled", rules.ipv6_disabled());
-  j.EndObject();
-  j.EndObject();
-  return j.str();
+  *doc.mutable_errors() = ns.errors();
+  *doc.mutable_tables() = rules.tables();
+  for (pb::RuleTable& t : *doc.mutable_tables()) NormalisePresence(t);
+  *doc.mutable_ipsets() = rules.ipsets();
+  pb::RulesRouting* routing = doc.mutable_routing();
+  *routing->mutable_rules() = rules.policy_rules();
+  *routing->mutable_routes() = rules.routes();
+  *routing->mutable_addresses() = rules.addresses();
+  routing->set_ipv6_disabled(rules.ipv6_disabled());
+  std::string json = api::ToJson(doc);
+  // One newline at the end, as rules/v1 always had (the printer ends in one, ToJson adds one).
+  while (json.size() >= 2 && json[json.size() - 2] == '\n') json.pop_back();
+  return json;
 }
 
 }  // namespace ad::cli

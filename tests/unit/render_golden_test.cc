@@ -2,7 +2,9 @@
 // (written by this test at the commit that added it, on the renderers of main 5086a23): a local
 // scan (BuildReport -> render) prints byte for byte what it printed before the report model moved
 // to the proto. AD_UPDATE_GOLDEN=1 rewrites the files (then review the diff: it must be empty for
-// a local scan).
+// a local scan). rules.json and changes.json were rewritten once, when `rules -o json` and
+// `watch -o json` moved to protobuf's JSON printer: parsed, every old key keeps its value and type;
+// the added keys, the key order and the indentation are listed in CHANGELOG.md.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
