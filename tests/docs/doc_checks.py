@@ -48,10 +48,12 @@ def check_findings(root, binary, fail):
 
 
 def commands(binary):
-    """The command names of the top-level help: the indented words under "Commands:"."""
+    """The command names of the top-level help: the indented words under "Commands:" (or
+    "Subcommands:", any case), up to the next unindented line."""
     text = run(binary, "--help")
-    block = text.split("Commands:", 1)[1] if "Commands:" in text else ""
-    names = re.findall(r"^\s{1,4}([a-z][a-z-]+)\s{2,}", block, re.M)
+    parts = re.split(r"^\s*(?:sub)?commands:\s*$", text, maxsplit=1, flags=re.M | re.I)
+    block = re.split(r"^\S", parts[1], maxsplit=1, flags=re.M)[0] if len(parts) == 2 else ""
+    names = re.findall(r"^\s{1,4}([a-z][a-z-]+)(?:\s{2,}|\s*$)", block, re.M)
     return [n for n in names if n != "help"]
 
 
