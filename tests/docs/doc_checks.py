@@ -7,7 +7,8 @@
   codes     every finding code of `findings -o json` is named in README.md
   metrics   every metric name the agent's sources register is documented in docs/metrics.md
   alerts    every alert of the PrometheusRule is in README.md, docs/deploy.md and the runbook index
-  links     every relative link of every Markdown file resolves (file, and heading anchor)
+  links     every relative link of every Markdown file resolves (file, and heading anchor), and
+            the README links every page of docs/
   wording   README.md, docs/, deploy/ and bench/README.md speak of the product, not of its
             development ("issue N", "session", "lands", "milestone")
   selftest  a broken copy of the docs fails each check above (none passes vacuously)
@@ -161,6 +162,9 @@ def check_links(root, binary, fail):
             if fragment and resolved.suffix == ".md":
                 fail.check(fragment in anchors(resolved),
                            f"{name}: link {target}: no heading #{fragment} in that page")
+    readme = (root / "README.md").read_text()
+    for page in sorted((root / "docs").glob("*.md")):
+        fail.check(f"(docs/{page.name}" in readme, f"README.md does not link docs/{page.name}")
 
 
 # "session" alone is process wording; a TLS or HTTP session is a technical one.
@@ -222,6 +226,7 @@ def selftest(root, binary, fail):
         ("alerts", lambda t: edit(t / "docs/deploy.md", "`AmbientZdsStall`", "ZdsStall")),
         ("links", lambda t: edit(t / "README.md", "(docs/cli.md)", "(docs/cli-missing.md)")),
         ("links", lambda t: edit(t / "README.md", "(docs/cli.md)", "(docs/cli.md#no-such)")),
+        ("links", lambda t: (t / "docs/orphan.md").write_text("# Orphan\n")),
         ("wording", lambda t: edit(t / "docs/lab.md", "# The lab node", "# The lab (issue 4)")),
         ("wording", lambda t: edit(t / "bench/README.md", "|", "| this session's |")),
     ]
