@@ -116,7 +116,8 @@ def markdown_files(root):
                              "*.md"], capture_output=True, text=True, check=False).stdout.split()
     files = [root / f for f in listed if not f.startswith(("build", "node_modules"))]
     if not files:  # not a git checkout (the selftest's copy)
-        files = [p for p in root.rglob("*.md") if "node_modules" not in p.parts]
+        files = [p for p in root.rglob("*.md") if "node_modules" not in p.parts and
+                 not p.relative_to(root).parts[0].startswith("build")]
     return [f for f in files if f.exists() and "node_modules" not in f.parts]
 
 
