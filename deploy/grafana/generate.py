@@ -14,7 +14,7 @@ NODE = 'node=~"$node"'
 # Finding codes of the eBPF flow tracer (serve runs it unless --no-flows).
 TRACER_CODES = ["MESH_BYPASS", "HBONE_CONNECT_FAILURES"]
 FAILED_OUTCOMES = "refused|reset|timeout|unreachable"
-# Issue 10's cause checks: why a pod is out of the mesh, not only that it is. Per code: the panel
+# The cause checks: why a pod is out of the mesh, not only that it is. Per code: the panel
 # title and what an operator does about it (the finding's hint and runbook have the detail).
 CAUSE_CODES = [
     ("DNS_CAPTURE_BROKEN", "DNS capture broken", "critical: DNS is redirected to 15053 but "
