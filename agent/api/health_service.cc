@@ -69,6 +69,9 @@ grpc::Status HealthService::Watch(grpc::ServerContext* context, const HealthChec
       lock.lock();
       if (!written) return grpc::Status(grpc::StatusCode::CANCELLED, "client went away");
       sent = status;
+      // The lock was released for the write: a Shutdown (or a change) meanwhile is sent before
+      // the stream may end, so look again before testing shut_down_.
+      continue;
     }
     if (shut_down_) return grpc::Status::OK;
     changed_.wait_for(lock, cancel_check_);
