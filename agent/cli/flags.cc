@@ -95,6 +95,15 @@ std::vector<std::string> FlagSet::GetAll(const std::string& name) const {
   return it == values_.end() ? std::vector<std::string>{} : it->second;
 }
 
+std::optional<std::string> FlagSet::PositionalError() const {
+  if (positional_.empty()) return std::nullopt;
+  std::string words;
+  for (const std::string& word : positional_)
+    words += (words.empty() ? "\"" : ", \"") + word + "\"";
+  return std::string(positional_.size() == 1 ? "unexpected argument " : "unexpected arguments ") +
+         words + " (ambient-doctor " + command_ + " takes flags only; see --help)";
+}
+
 std::string FlagSet::Usage() const {
   std::string out = "Usage: ambient-doctor " + command_ + " " + synopsis_ + "\n\n" + description_ +
                     "\n\nFlags:\n";

@@ -38,6 +38,8 @@ class FlagSet {
   std::string Get(const std::string& name, const std::string& fallback = "") const;
   std::vector<std::string> GetAll(const std::string& name) const;
   const std::vector<std::string>& positional() const { return positional_; }
+  // No command takes positional words: an error naming the ones given, nullopt when none was.
+  std::optional<std::string> PositionalError() const;
 
   std::string Usage() const;
 

@@ -21,7 +21,6 @@
 #include "client/api_client.h"
 #include "flows/flow_joins.h"
 #include "model/json.h"
-#include "sources/netns/discovery.h"
 #include "tracing/flow_tracer.h"
 #include "tracing/live_tcp.h"
 
@@ -256,6 +255,10 @@ int RunFlows(const std::vector<std::string>& args) {
   if (flags.Has("help")) {
     std::fputs(flags.Usage().c_str(), stdout);
     return kExitOk;
+  }
+  if (auto error = flags.PositionalError()) {
+    std::fprintf(stderr, "ambient-doctor flows: %s\n", error->c_str());
+    return kExitFailed;
   }
   auto fail = [](const std::string& message) {
     std::fprintf(stderr, "ambient-doctor flows: %s\n", message.c_str());

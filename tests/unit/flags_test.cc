@@ -31,6 +31,21 @@ TEST(Flags, LaterParseOverridesEarlierLayer) {
   EXPECT_FALSE(flags.EmptyCopy().Has("no-zds"));
 }
 
+TEST(Flags, PositionalWordsAreNamedInAnError) {
+  FlagSet flags = ScanLikeFlags();
+  ASSERT_FALSE(flags.Parse({"--no-zds"}));
+  EXPECT_FALSE(flags.PositionalError());
+  ASSERT_FALSE(flags.Parse({"default/web-0", "--host-netns", "/h"}));
+  ASSERT_TRUE(flags.PositionalError());
+  EXPECT_EQ(*flags.PositionalError(),
+            "unexpected argument \"default/web-0\" (ambient-doctor report takes flags only; see "
+            "--help)");
+  ASSERT_FALSE(flags.Parse({"a", "--", "--b"}));
+  EXPECT_NE(flags.PositionalError()->find("arguments \"default/web-0\", \"a\", \"--b\""),
+            std::string::npos)
+      << *flags.PositionalError();
+}
+
 class FlagsFileTest : public ::testing::Test {
  protected:
   void SetUp() override { path_ = "/tmp/ad-flags-test-" + std::to_string(::getpid()); }
