@@ -11,9 +11,12 @@ int RunFindings(const std::vector<std::string>& args) {
   FlagSet flags("findings", "[-o table|json|markdown]",
                 "Lists every finding code the agent can emit, with severity, meaning and the alert "
                 "(runbook) that pages for it.");
-  AddCommonFlags(flags);
-  if (auto rc = ParseOrExit(flags, args, {"table", "json", "markdown"})) return *rc;
-  std::string out = flags.Get("output", "table");
+  CommonConfig config;
+  AddCommonFlags(flags, config);
+  if (auto rc = ParseOrExit(flags, args, nullptr, config.output, {"table", "json", "markdown"})) {
+    return *rc;
+  }
+  const std::string& out = config.output;
   if (out == "json") {
     JsonWriter j;
     j.BeginArray();

@@ -14,13 +14,20 @@ namespace ad::cli {
 
 namespace {
 
-int PrintReport(const pb::Report& report, const FlagSet& flags) {
-  if (flags.Get("output", "table") == "json") {
+// The flags of `report`.
+struct ReportConfig {
+  ScanConfig scan;
+  ClientConfig client;
+  bool istio_only = false;
+};
+
+int PrintReport(const pb::Report& report, const ReportConfig& config) {
+  if (config.scan.common.output == "json") {
     std::fputs(RenderReportJson(report).c_str(), stdout);
   } else {
     RenderOptions render;
-    render.color = UseColor(flags.Get("color", "auto"));
-    render.show_all_netns = !flags.Has("istio-only");
+    render.color = UseColor(config.scan.color);
+    render.show_all_netns = !config.istio_only;
     std::fputs(RenderReportTable(report, render).c_str(), stdout);
   }
   return ReportExitCode(report);
@@ -41,20 +48,13 @@ int RunReport(const std::vector<std::string>& args) {
                 "kernel's sockets, process fds, ztunnel's admin view and CRI. The second line of "
                 "the table (origin in JSON) says which it did and why. Scan-scope flags together "
                 "with an explicit --api-socket are refused.");
-  AddScanFlags(flags);
-  AddClientFlags(flags);
-  flags.Add({.name = "istio-only",
-             .takes_value = false,
-             .help = "Hide netns without Istio state and without findings."});
-  if (auto rc = ParseOrExit(flags, args)) return *rc;
-  SetupLogging(flags.Get("log-level", "warn"));
-
-  EngineConfig config;
-  if (auto error = ConfigFromFlags(flags, config)) {
-    std::fprintf(stderr, "ambient-doctor: %s\n", error->c_str());
-    return kExitScanFailed;
-  }
-  DaemonChoice daemon = ChooseDaemon(flags, args, "report");
+  ReportConfig config;
+  AddScanFlags(flags, config.scan);
+  AddClientFlags(flags, config.client);
+  flags.Add({.name = "istio-only", .help = "Hide netns without Istio state and without findings."},
+            &config.istio_only);
+  if (auto rc = ParseScanCommand(flags, args, config.scan)) return *rc;
+  DaemonChoice daemon = ChooseDaemon(flags, config.client, "report");
   if (daemon.refused) return kExitScanFailed;
   if (daemon.client) {
     Result<pb::Report> answer = daemon.client->GetReport();
@@ -65,7 +65,7 @@ int RunReport(const std::vector<std::string>& args) {
       origin->set_api_socket(daemon.socket);
       origin->set_age_ms(static_cast<double>(std::max<int64_t>(
           0, NowUnixMs() - static_cast<int64_t>(report.node().taken_at_unix_ms()))));
-      return PrintReport(report, flags);
+      return PrintReport(report, config);
     }
     daemon.fallback_reason = answer.error().message;
     daemon.daemon_failed = true;
@@ -74,8 +74,8 @@ int RunReport(const std::vector<std::string>& args) {
   if (::geteuid() != 0) {
     spdlog::warn("not running as root: entering other network namespaces will likely fail");
   }
-  config.analysis.history_known = false;  // one step: nothing seen before
-  Engine engine(std::move(config));
+  config.scan.engine.analysis.history_known = false;  // one step: nothing seen before
+  Engine engine(std::move(config.scan.engine));
   const EngineStep step = engine.Step();
   if (!step.usable) {
     ExplainUnusableScan(step.snapshot);
@@ -86,7 +86,7 @@ int RunReport(const std::vector<std::string>& args) {
   origin->set_source("local");
   origin->set_api_socket(daemon.socket);
   origin->set_fallback_reason(daemon.fallback_reason);
-  return PrintReport(report, flags);
+  return PrintReport(report, config);
 }
 
 }  // namespace ad::cli

@@ -10,6 +10,18 @@
 #include "scan/netns_read.h"
 
 namespace ad::cli {
+namespace {
+
+// The flags of `rules`.
+struct RulesConfig {
+  std::string netns;
+  std::string pid;
+  std::string proc_root = "/proc";
+  CommonConfig common;
+  ClientConfig client;
+};
+
+}  // namespace
 
 int RunRules(const std::vector<std::string>& args) {
   FlagSet flags("rules", "(--netns PATH | --pid PID) [flags]",
@@ -17,31 +29,34 @@ int RunRules(const std::vector<std::string>& args) {
                 "table and chain, ipsets, policy rules and the routes of table 100. Asks the "
                 "daemon (GetNetnsRules, read now by the daemon) when it answers on --api-socket, "
                 "else reads the netns itself; the output is the same.");
+  RulesConfig config;
   flags.Add({.name = "netns",
              .value_name = "PATH",
-             .help = "Netns bind mount or /proc/<pid>/ns/net to read."});
-  flags.Add({.name = "pid", .value_name = "PID", .help = "Read the netns of this process."});
+             .help = "Netns bind mount or /proc/<pid>/ns/net to read."},
+            &config.netns);
+  flags.Add({.name = "pid", .value_name = "PID", .help = "Read the netns of this process."},
+            &config.pid);
   flags.Add({.name = "proc-root",
              .value_name = "PATH",
-             .default_text = "/proc",
-             .help = "procfs used to resolve --pid (the path is sent to the daemon as is)."});
-  AddCommonFlags(flags);
-  AddClientFlags(flags);
-  if (auto rc = ParseOrExit(flags, args)) return *rc;
-  SetupLogging(flags.Get("log-level", "warn"));
+             .help = "procfs used to resolve --pid (the path is sent to the daemon as is)."},
+            &config.proc_root);
+  AddCommonFlags(flags, config.common);
+  AddClientFlags(flags, config.client);
+  if (auto rc = ParseOrExit(flags, args, nullptr, config.common.output)) return *rc;
+  SetupLogging(config.common.log_level);
 
-  std::string path = flags.Get("netns");
-  if (flags.Has("pid")) path = flags.Get("proc-root", "/proc") + "/" + flags.Get("pid") + "/ns/net";
-  if (path.empty() || (flags.Has("pid") && flags.Has("netns"))) {
+  std::string path = config.netns;
+  if (flags.Given("pid")) path = config.proc_root + "/" + config.pid + "/ns/net";
+  if (path.empty() || (flags.Given("pid") && flags.Given("netns"))) {
     std::fprintf(stderr, "ambient-doctor rules: give exactly one of --netns PATH or --pid PID\n");
     return kExitScanFailed;
   }
-  const bool json = flags.Get("output", "table") == "json";
+  const bool json = config.common.output == "json";
   auto print = [json](const pb::NetnsRules& rules) {
     std::fputs((json ? RenderRulesJson(rules) : RenderRulesText(rules)).c_str(), stdout);
     return rules.netns().unreadable() ? kExitScanFailed : 0;
   };
-  DaemonChoice daemon = ChooseDaemon(flags, args, "rules", /*scoped=*/false);
+  DaemonChoice daemon = ChooseDaemon(flags, config.client, "rules", /*scoped=*/false);
   if (daemon.client) {
     // The daemon opens the path in its own mount namespace; a relative one means nothing there.
     std::string absolute = path;

@@ -1,3 +1,5 @@
+#include "cli/serve_command.h"
+
 #include <signal.h>
 #include <spdlog/spdlog.h>
 
@@ -7,124 +9,155 @@
 #include <cstdlib>
 
 #include "api/api_server.h"
-#include "cli/command_common.h"
 #include "daemon/serve_app.h"
 #include "report/report_policy.h"
 
 namespace ad::cli {
 namespace {
 
-void AddServeFlags(FlagSet& flags) {
-  AddScanFlags(flags);
+// The flags of `serve`.
+struct ServeConfig {
+  ServeConfig() { scan.common.log_level = "info"; }
+  ScanConfig scan;
+  std::string interval = "5s";
+  std::string log_format = "text";
+  std::string resync_interval = "60s";
+  bool no_events = false;
+  std::string api_socket = api::kDefaultSocketPath;
+  std::string api_address;
+  std::string api_tls_cert;
+  std::string api_tls_key;
+  std::string api_tls_client_ca;
+  std::string metrics_address = "0.0.0.0:" + std::to_string(kDefaultMetricsPort);
+  bool metrics_per_pod = false;
+  std::string healthz_stale_after = "120s";
+  bool no_flows = false;
+  std::vector<std::string> flow_ports = PortTexts(TracerOptions{}.ports);
+  std::string flow_attach = "auto";
+  std::string flow_btf = TracerOptions{}.btf_path;
+  bool flow_all_connects = false;
+  bool no_flow_bypass = false;
+  // A quarter of the tracer's default: the daemon's ring's data pages count twice in its RSS.
+  std::string flow_ring_bytes = "262144";
+  std::string flow_window = "5m";
+  std::string flow_live_interval = "5s";
+};
+
+void AddServeFlags(FlagSet& flags, ServeConfig& config) {
+  AddScanFlags(flags, config.scan);
   flags.Add({.name = "interval",
              .value_name = "DURATION",
-             .default_text = "5s",
-             .help = "Poll interval of the node-wide sources and legacy fingerprints."});
+             .help = "Poll interval of the node-wide sources and legacy fingerprints."},
+            &config.interval);
   flags.Add({.name = "log-format",
              .value_name = "FORMAT",
-             .default_text = "text",
-             .help = "text, or json (one JSON object per line: ts, level, event)."});
+             .help = "text, or json (one JSON object per line: ts, level, event)."},
+            &config.log_format);
   flags.Add({.name = "resync-interval",
              .value_name = "DURATION",
-             .default_text = "60s",
              .help = "Resync this often, whatever the change events said: re-read the netns "
                      "whose nf_tables generation or iptables-legacy hash changed, the host "
                      "netns, every netns's listeners and a rolling tenth of the rest in full "
-                     "(without events: everything)."});
+                     "(without events: everything)."},
+            &config.resync_interval);
   flags.Add({.name = "no-events",
-             .takes_value = false,
              .help = "Do not subscribe to nf_tables/rtnetlink events: re-read every netns on "
-                     "every --interval."});
+                     "every --interval."},
+            &config.no_events);
   flags.Add({.name = "api-socket",
              .value_name = "PATH",
-             .default_text = "/run/ambient-doctor/api.sock",
              .help = "Unix socket of the gRPC API (ambientdoctor.v1.AmbientDoctor, health, "
                      "reflection); its directory is created 0700, the socket is 0600. \"off\" "
-                     "disables it."});
+                     "disables it."},
+            &config.api_socket);
   flags.Add({.name = "api-address",
              .value_name = "HOST:PORT",
              .help = "Also serve the gRPC API over TCP, only with TLS (needs --api-tls-cert and "
                      "--api-tls-key): an IPv4 or bracketed IPv6 literal and a port, e.g. "
-                     "0.0.0.0:9978 or [::]:9978. Same limits as the socket."});
+                     "0.0.0.0:9978 or [::]:9978. Same limits as the socket."},
+            &config.api_address);
   flags.Add({.name = "api-tls-cert",
              .value_name = "FILE",
-             .help = "PEM certificate chain (leaf first) of the TCP listener."});
+             .help = "PEM certificate chain (leaf first) of the TCP listener."},
+            &config.api_tls_cert);
   flags.Add({.name = "api-tls-key",
              .value_name = "FILE",
-             .help = "PEM private key of --api-tls-cert (unencrypted)."});
+             .help = "PEM private key of --api-tls-cert (unencrypted)."},
+            &config.api_tls_key);
   flags.Add({.name = "api-tls-client-ca",
              .value_name = "FILE",
              .help = "PEM CA certificate(s): TCP clients must present a certificate signed by "
-                     "one of them (mutual TLS)."});
+                     "one of them (mutual TLS)."},
+            &config.api_tls_client_ca);
   flags.Add({.name = "metrics-address",
              .value_name = "HOST:PORT",
-             .default_text = "0.0.0.0:9977",
              .help = "Where /metrics (Prometheus) and /healthz are served; port 9977 is outside "
-                     "Istio's 15000-15099 and kubelet's ports. \"off\" disables it."});
+                     "Istio's 15000-15099 and kubelet's ports. \"off\" disables it."},
+            &config.metrics_address);
   flags.Add({.name = "metrics-per-pod",
-             .takes_value = false,
              .help = "Also export one redirect-state series per pod (the series count then grows "
-                     "with the node's pods)."});
+                     "with the node's pods)."},
+            &config.metrics_per_pod);
   flags.Add({.name = "healthz-stale-after",
              .value_name = "DURATION",
-             .default_text = "120s",
-             .help = "/healthz fails when the last successful scan is older than this."});
+             .help = "/healthz fails when the last successful scan is older than this."},
+            &config.healthz_stale_after);
 }
 
-void AddServeFlowFlags(FlagSet& flags) {
+void AddServeFlowFlags(FlagSet& flags, ServeConfig& config) {
   flags.Add({.name = "no-flows",
-             .takes_value = false,
              .help = "Do not run the eBPF flow tracer (no StreamFlows, no HBONE_CONNECT_FAILURES / "
-                     "MESH_BYPASS checks, no TRACING_UNAVAILABLE)."});
+                     "MESH_BYPASS checks, no TRACING_UNAVAILABLE)."},
+            &config.no_flows);
   flags.Add({.name = "flow-port",
-             .repeatable = true,
              .value_name = "PORT",
-             .default_text = "15008",
              .help = "Port traced by the flow tracer (either end), up to 8, as `flows --port`; the "
                      "first is the HBONE port of the checks and metrics. MESH_BYPASS needs no "
-                     "port here (see --no-flow-bypass)."});
+                     "port here (see --no-flow-bypass)."},
+            &config.flow_ports);
   flags.Add({.name = "flow-attach",
              .value_name = "MODE",
-             .default_text = "auto",
-             .help = "Flow tracer attach type: auto, tp_btf, raw_tp, tracepoint (as `flows`)."});
+             .help = "Flow tracer attach type: auto, tp_btf, raw_tp, tracepoint (as `flows`)."},
+            &config.flow_attach);
   flags.Add({.name = "flow-btf",
              .value_name = "PATH",
-             .default_text = "/sys/kernel/btf/vmlinux",
              .help = "Kernel BTF of the flow tracer; a missing file makes tracing unavailable "
-                     "(TRACING_UNAVAILABLE) while the daemon keeps serving."});
+                     "(TRACING_UNAVAILABLE) while the daemon keeps serving."},
+            &config.flow_btf);
   flags.Add({.name = "flow-all-connects",
-             .takes_value = false,
              .help = "Also trace every outgoing connection of the whole node, any netns (an "
-                     "event pair per connect on the node; MESH_BYPASS does not need it)."});
+                     "event pair per connect on the node; MESH_BYPASS does not need it)."},
+            &config.flow_all_connects);
   flags.Add({.name = "no-flow-bypass",
-             .takes_value = false,
              .help = "Do not trace the application connects of ambient pods (no MESH_BYPASS "
                      "check). By default every connect of the netns the scan finds ambient, and "
                      "ztunnel's accepts on 15001/15053 there, are traced; other netns pay one "
-                     "kernel map lookup per connect."});
+                     "kernel map lookup per connect."},
+            &config.no_flow_bypass);
   flags.Add({.name = "flow-ring-bytes",
              .value_name = "N",
-             .default_text = "262144",
              .help = "Flow tracer ring-buffer size in bytes (rounded up to a power of two; its "
                      "data pages count twice in RSS). Smaller saves memory; lost events are "
-                     "counted (ambient_doctor_flow_tracer_lost_events_total)."});
+                     "counted (ambient_doctor_flow_tracer_lost_events_total)."},
+            &config.flow_ring_bytes);
   flags.Add({.name = "flow-window",
              .value_name = "DURATION",
-             .default_text = "5m",
-             .help = "Closed flows the flow checks judge: those that ended this recently."});
+             .help = "Closed flows the flow checks judge: those that ended this recently."},
+            &config.flow_window);
   flags.Add({.name = "flow-live-interval",
              .value_name = "DURATION",
-             .default_text = "5s",
              .help = "Refresh the bytes, srtt and retransmits of open flows from sock_diag "
                      "tcp_info this often (StreamFlows \"update\" events, the flow view); only "
-                     "netns with open flows are read. 0 turns it off."});
+                     "netns with open flows are read. 0 turns it off."},
+            &config.flow_live_interval);
 }
 
 // The daemon's loop from the flags: intervals, events, the publish cadence.
-std::optional<std::string> DaemonFromFlags(const FlagSet& flags, DaemonOptions& options,
+std::optional<std::string> DaemonFromFlags(ServeConfig& config, DaemonOptions& options,
                                            int64_t stale_after_ms) {
-  if (auto error = ConfigFromFlags(flags, options.engine)) return error;
-  const auto interval = PositiveDurationFlag(flags, "interval", "5s");
+  if (auto error = FinishScanConfig(config.scan)) return error;
+  options.engine = config.scan.engine;
+  const auto interval = PositiveDuration("interval", config.interval, "5s");
   if (!interval) return "";
   options.poll_interval = std::chrono::milliseconds(*interval);
   // The conntrack dump walks the kernel's whole table: about every 15 s (every 3rd poll at 5 s;
@@ -135,10 +168,10 @@ std::optional<std::string> DaemonFromFlags(const FlagSet& flags, DaemonOptions& 
   // a collection, then takes ~31 min; growth is judged over 3 rounds, a leak like ztunnel#1629
   // grows over hours; fd pressure is judged at every poll).
   options.engine.close_wait_min_interval_ms = 29'500;
-  const auto resync = PositiveDurationFlag(flags, "resync-interval", "60s");
+  const auto resync = PositiveDuration("resync-interval", config.resync_interval, "60s");
   if (!resync) return "";
   options.full_resync = std::chrono::milliseconds(*resync);
-  options.event_driven = !flags.Has("no-events");
+  options.event_driven = !config.no_events;
   // Quiet polls are not published; publish often enough that /healthz never sees a stale result.
   options.max_unpublished =
       std::min(options.max_unpublished, std::chrono::milliseconds(stale_after_ms / 2));
@@ -146,33 +179,31 @@ std::optional<std::string> DaemonFromFlags(const FlagSet& flags, DaemonOptions& 
 }
 
 // The flow tracer and its checks from the flags.
-std::optional<std::string> FlowsFromFlags(const FlagSet& flags, ServeAppOptions& app) {
-  app.flows = !flags.Has("no-flows");
+std::optional<std::string> FlowsFromFlags(const ServeConfig& config, ServeAppOptions& app) {
+  app.flows = !config.no_flows;
   TracerOptions& tracer = app.flow.tracer;
-  if (flags.Has("flow-port")) {
-    tracer.ports.clear();
-    for (const std::string& text : flags.GetAll("flow-port")) {
-      char* end = nullptr;
-      const long port = std::strtol(text.c_str(), &end, 10);
-      if (end == text.c_str() || *end != '\0' || port < 1 || port > 65535 ||
-          tracer.ports.size() >= 8) {
-        return "bad --flow-port \"" + text + "\" (1-65535, at most 8)";
-      }
-      tracer.ports.push_back(static_cast<uint16_t>(port));
+  tracer.ports.clear();
+  for (const std::string& text : config.flow_ports) {
+    char* end = nullptr;
+    const long port = std::strtol(text.c_str(), &end, 10);
+    if (end == text.c_str() || *end != '\0' || port < 1 || port > 65535 ||
+        tracer.ports.size() >= 8) {
+      return "bad --flow-port \"" + text + "\" (1-65535, at most 8)";
     }
+    tracer.ports.push_back(static_cast<uint16_t>(port));
   }
-  std::optional<AttachMode> attach = ParseAttachMode(flags.Get("flow-attach", "auto"));
+  std::optional<AttachMode> attach = ParseAttachMode(config.flow_attach);
   if (!attach) return "--flow-attach is auto, tp_btf, raw_tp or tracepoint";
   tracer.attach = *attach;
-  tracer.btf_path = flags.Get("flow-btf", tracer.btf_path);
-  tracer.trace_all_connects = flags.Has("flow-all-connects");
-  tracer.watch_bypass_netns = !flags.Has("no-flow-bypass");
-  std::optional<uint32_t> ring_bytes = ParseRingBytes(flags.Get("flow-ring-bytes", "262144"));
+  tracer.btf_path = config.flow_btf;
+  tracer.trace_all_connects = config.flow_all_connects;
+  tracer.watch_bypass_netns = !config.no_flow_bypass;
+  std::optional<uint32_t> ring_bytes = ParseRingBytes(config.flow_ring_bytes);
   if (!ring_bytes) return "--flow-ring-bytes must be between 4096 and 1073741824";
   tracer.ring_bytes = *ring_bytes;
-  const auto flow_window = PositiveDurationFlag(flags, "flow-window", "5m");
+  const auto flow_window = PositiveDuration("flow-window", config.flow_window, "5m");
   if (!flow_window) return "";
-  const auto flow_live = ParseDurationMs(flags.Get("flow-live-interval", "5s"));
+  const auto flow_live = ParseDurationMs(config.flow_live_interval);
   if (!flow_live) return "--flow-live-interval needs a duration such as 5s (0: off)";
   app.flow.live_interval = std::chrono::milliseconds(*flow_live);
   // The live refresh enters the netns of open flows: any netns the discovery can name, not only
@@ -186,15 +217,14 @@ std::optional<std::string> FlowsFromFlags(const FlagSet& flags, ServeAppOptions&
 
 // The API's listeners from the flags; combinations are refused here, the files are checked when
 // the API starts.
-std::optional<std::string> ApiFromFlags(const FlagSet& flags, api::ApiServerOptions& api) {
-  api.socket_path = flags.Get("api-socket", api::kDefaultSocketPath);
-  if (api.socket_path == "off") api.socket_path.clear();
-  api.tcp_address = flags.Get("api-address");
-  api.tls = {.cert_file = flags.Get("api-tls-cert"),
-             .key_file = flags.Get("api-tls-key"),
-             .client_ca_file = flags.Get("api-tls-client-ca")};
+std::optional<std::string> ApiFromFlags(const ServeConfig& config, api::ApiServerOptions& api) {
+  api.socket_path = config.api_socket == "off" ? "" : config.api_socket;
+  api.tcp_address = config.api_address;
+  api.tls = {.cert_file = config.api_tls_cert,
+             .key_file = config.api_tls_key,
+             .client_ca_file = config.api_tls_client_ca};
   const bool any_tls =
-      flags.Has("api-tls-cert") || flags.Has("api-tls-key") || flags.Has("api-tls-client-ca");
+      !api.tls.cert_file.empty() || !api.tls.key_file.empty() || !api.tls.client_ca_file.empty();
   if (!api.tcp_address.empty() && (api.tls.cert_file.empty() || api.tls.key_file.empty())) {
     return "--api-address serves TCP only with TLS: give --api-tls-cert FILE and --api-tls-key "
            "FILE (plaintext TCP is refused)";
@@ -206,34 +236,24 @@ std::optional<std::string> ApiFromFlags(const FlagSet& flags, api::ApiServerOpti
   return std::nullopt;
 }
 
-// --metrics-address: HOST:PORT as --api-address takes it (an IP literal, IPv6 in brackets), or
-// off.
-std::optional<std::string> MetricsFromFlags(const FlagSet& flags, ServeAppOptions& app) {
-  const std::string address = flags.Get("metrics-address", "0.0.0.0:9977");
-  if (address == "off") return std::nullopt;
-  Result<api::TcpAddress> parsed = api::ParseTcpAddress(address);
-  if (!parsed.ok()) return "--metrics-address needs HOST:PORT (or off): " + parsed.error().message;
-  app.metrics = HttpServerOptions{};
-  app.metrics->bind_address = parsed->host;
-  app.metrics->port = static_cast<uint16_t>(parsed->port);
-  return std::nullopt;
-}
-
 // Everything serve runs, from the flags; an error for stderr ("" when already explained).
-std::optional<std::string> ServeFromFlags(const FlagSet& flags, const std::string& version,
+std::optional<std::string> ServeFromFlags(ServeConfig& config, const std::string& version,
                                           ServeAppOptions& app) {
-  const std::string log_format = flags.Get("log-format", "text");
+  const std::string& log_format = config.log_format;
   if (log_format != "text" && log_format != "json") return "--log-format is text or json";
   app.log_format = log_format == "json" ? LogFormat::kJson : LogFormat::kText;
-  const auto stale_after = PositiveDurationFlag(flags, "healthz-stale-after", "120s");
+  const auto stale_after =
+      PositiveDuration("healthz-stale-after", config.healthz_stale_after, "120s");
   if (!stale_after) return "";
-  if (auto error = DaemonFromFlags(flags, app.daemon, *stale_after)) return error;
-  if (auto error = FlowsFromFlags(flags, app)) return error;
-  if (auto error = ApiFromFlags(flags, app.api)) return error;
-  if (auto error = MetricsFromFlags(flags, app)) return error;
+  if (auto error = DaemonFromFlags(config, app.daemon, *stale_after)) return error;
+  if (auto error = FlowsFromFlags(config, app)) return error;
+  if (auto error = ApiFromFlags(config, app.api)) return error;
+  Result<std::optional<HttpServerOptions>> metrics = ParseMetricsAddress(config.metrics_address);
+  if (!metrics.ok()) return metrics.error().message;
+  app.metrics = metrics.value();
   app.api.version = version;
   app.metrics_options = MetricsOptions{.version = version,
-                                       .per_pod_labels = flags.Has("metrics-per-pod"),
+                                       .per_pod_labels = config.metrics_per_pod,
                                        .stale_after_ms = *stale_after,
                                        .hbone_port = app.flow_findings.checks.hbone_port};
   return std::nullopt;
@@ -247,6 +267,18 @@ void StopOnSignal(int) {
 
 }  // namespace
 
+Result<std::optional<HttpServerOptions>> ParseMetricsAddress(const std::string& text) {
+  if (text == "off") return std::optional<HttpServerOptions>{};
+  Result<api::TcpAddress> parsed = api::ParseTcpAddress(text);
+  if (!parsed.ok()) {
+    return SourceError{SourceKind::kHttp,
+                       "--metrics-address needs HOST:PORT (or off): " + parsed.error().message,
+                       EINVAL};
+  }
+  return std::optional<HttpServerOptions>{
+      HttpServerOptions{.bind_address = parsed->host, .port = static_cast<uint16_t>(parsed->port)}};
+}
+
 int RunServe(const std::vector<std::string>& args, const std::string& version) {
   FlagSet flags("serve", "[--interval 5s] [--log-format text|json] [report flags]",
                 "Runs as the node daemon: scans at start, then re-reads a netns when its "
@@ -259,15 +291,18 @@ int RunServe(const std::vector<std::string>& args, const std::string& version) {
                 "source degraded or recovered. Runs the eBPF flow tracer (unless --no-flows): "
                 "StreamFlows, HBONE_CONNECT_FAILURES / MESH_BYPASS with every scan, or "
                 "TRACING_UNAVAILABLE with the reason. SIGTERM or SIGINT stops it.");
-  AddServeFlags(flags);
-  AddServeFlowFlags(flags);
-  if (auto rc = ParseOrExit(flags, args)) return *rc;
+  ServeConfig config;
+  AddServeFlags(flags, config);
+  AddServeFlowFlags(flags, config);
+  if (auto rc = ParseOrExit(flags, args, &config.scan.layers, config.scan.common.output)) {
+    return *rc;
+  }
   ServeAppOptions options;
-  if (auto error = ServeFromFlags(flags, version, options)) {
+  if (auto error = ServeFromFlags(config, version, options)) {
     if (!error->empty()) std::fprintf(stderr, "ambient-doctor: %s\n", error->c_str());
     return kExitScanFailed;
   }
-  SetupLogging(flags.Get("log-level", "info"));
+  SetupLogging(config.scan.common.log_level);
   if (options.log_format == LogFormat::kJson) {
     spdlog::set_pattern(R"({"ts":"%Y-%m-%dT%H:%M:%S.%eZ","level":"%l","event":%v})",
                         spdlog::pattern_time_type::utc);

@@ -16,6 +16,14 @@ namespace ad::cli {
 
 namespace {
 
+// The flags of `watch`.
+struct WatchConfig {
+  ScanConfig scan;
+  ClientConfig client;
+  std::string interval = "5s";
+  int count = 0;  // 0: until interrupted
+};
+
 // A finding's identity on the wire: code + netns inode + subject (as FindingIdentity).
 std::string WireIdentity(const pb::Finding& f) {
   return f.code() + "|" + std::to_string(f.netns().inode()) + "|" + f.subject();
@@ -116,42 +124,32 @@ int RunWatch(const std::vector<std::string>& args) {
                 "findings first, then every change it publishes, with its history); else rescans "
                 "the node every --interval with one history of ZDS signals (so a hand-off pending "
                 "past --zds-stall-threshold becomes ZDS_STALL).");
-  AddScanFlags(flags);
-  AddClientFlags(flags);
+  WatchConfig config;
+  AddScanFlags(flags, config.scan);
+  AddClientFlags(flags, config.client);
   flags.Add({.name = "interval",
              .value_name = "DURATION",
-             .default_text = "5s",
-             .help = "Time between the start of two local scans (the daemon has its own)."});
+             .help = "Time between the start of two local scans (the daemon has its own)."},
+            &config.interval);
   flags.Add({.name = "count",
              .value_name = "N",
              .default_text = "0 (until interrupted)",
              .help = "Stop after N scans (with the daemon: N change sets, the first being its "
                      "current findings); the exit code then follows the open findings like "
-                     "report."});
-  if (auto rc = ParseOrExit(flags, args)) return *rc;
-  SetupLogging(flags.Get("log-level", "warn"));
-
-  EngineConfig config;
-  if (auto error = ConfigFromFlags(flags, config)) {
-    std::fprintf(stderr, "ambient-doctor: %s\n", error->c_str());
-    return kExitScanFailed;
-  }
-  const auto interval = PositiveDurationFlag(flags, "interval", "5s");
+                     "report."},
+            &config.count);
+  if (auto rc = ParseScanCommand(flags, args, config.scan)) return *rc;
+  const auto interval = PositiveDuration("interval", config.interval, "5s");
   if (!interval) return kExitScanFailed;
-  int count = 0;
-  try {
-    count = std::stoi(flags.Get("count", "0"));
-  } catch (const std::exception&) {
-    count = -1;
-  }
+  const int count = config.count;
   if (count < 0) {
     std::fprintf(stderr, "ambient-doctor: --count needs a number\n");
     return kExitScanFailed;
   }
-  const bool json = flags.Get("output", "table") == "json";
-  const bool color = UseColor(flags.Get("color", "auto"));
+  const bool json = config.scan.common.output == "json";
+  const bool color = UseColor(config.scan.color);
 
-  DaemonChoice daemon = ChooseDaemon(flags, args, "watch");
+  DaemonChoice daemon = ChooseDaemon(flags, config.client, "watch");
   if (daemon.refused) return kExitScanFailed;
   if (daemon.client) {
     Result<std::unique_ptr<client::FindingStream>> stream = daemon.client->WatchFindings();
@@ -162,12 +160,12 @@ int RunWatch(const std::vector<std::string>& args) {
     daemon.fallback_reason = stream.error().message;
     daemon.daemon_failed = true;
   }
-  LogFallback(daemon, "scanning every " + flags.Get("interval", "5s"));
+  LogFallback(daemon, "scanning every " + config.interval);
   if (::geteuid() != 0) {
     spdlog::warn("not running as root: entering other network namespaces will likely fail");
   }
 
-  Engine engine(std::move(config));
+  Engine engine(std::move(config.scan.engine));
   int exit_code = kExitScanFailed;
   bool explained = false;  // a failing scan is explained once, until it recovers
   auto next_scan = std::chrono::steady_clock::now();
