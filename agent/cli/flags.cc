@@ -1,117 +1,122 @@
 #include "cli/flags.h"
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cerrno>
 #include <fstream>
-#include <set>
 
 namespace ad::cli {
 
 FlagSet::FlagSet(std::string command, std::string synopsis, std::string description)
     : command_(std::move(command)),
       synopsis_(std::move(synopsis)),
-      description_(std::move(description)) {
-  Add({.name = "help", .short_name = 'h', .takes_value = false, .help = "Show this help."});
+      description_(std::move(description)),
+      app_(std::make_unique<CLI::App>(description_, command_)) {
+  app_->set_help_flag();  // --help is a flag like the others (ours prints Usage())
+  // Words that are not flags are collected, so that an error can name them; unknown flags are
+  // left over (allow_extras) and reported by Parse.
+  app_->add_option("words", positional_);
+  app_->allow_extras();
+  Add({.name = "help", .short_name = 'h', .help = "Show this help."}, &help_);
 }
 
-void FlagSet::Add(FlagSpec spec) { specs_.push_back(std::move(spec)); }
+FlagSet::~FlagSet() = default;
 
-const FlagSpec* FlagSet::Find(const std::string& name) const {
-  auto it =
-      std::find_if(specs_.begin(), specs_.end(), [&](const auto& s) { return s.name == name; });
-  return it == specs_.end() ? nullptr : &*it;
+void FlagSet::Add(FlagSpec spec, std::string* value) {
+  std::string names = "--" + spec.name;
+  if (spec.short_name != 0) names = std::string("-") + spec.short_name + "," + names;
+  // The last of several wins, as a command line overriding itself.
+  app_->add_option(names, *value)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  entries_.push_back({.spec = std::move(spec), .shown_default = *value});
 }
 
-const FlagSpec* FlagSet::FindShort(char c) const {
-  auto it =
-      std::find_if(specs_.begin(), specs_.end(), [&](const auto& s) { return s.short_name == c; });
-  return it == specs_.end() ? nullptr : &*it;
+void FlagSet::Add(FlagSpec spec, bool* value) {
+  std::string names = "--" + spec.name;
+  if (spec.short_name != 0) names = std::string("-") + spec.short_name + "," + names;
+  app_->add_flag(names, *value);
+  entries_.push_back({.spec = std::move(spec), .takes_value = false});
 }
 
-FlagSet FlagSet::EmptyCopy() const {
-  FlagSet copy(command_, synopsis_, description_);
-  copy.specs_ = specs_;
-  return copy;
+void FlagSet::Add(FlagSpec spec, std::vector<std::string>* values) {
+  // One value per occurrence ("--netns-dir A --netns-dir B"), never the words after it.
+  app_->add_option("--" + spec.name, *values)->allow_extra_args(false);
+  std::string shown;
+  for (const std::string& v : *values) shown += (shown.empty() ? "" : " and ") + v;
+  entries_.push_back({.spec = std::move(spec), .repeatable = true, .shown_default = shown});
+}
+
+void FlagSet::Add(FlagSpec spec, int* value) {
+  app_->add_option("--" + spec.name, *value)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  entries_.push_back({.spec = std::move(spec), .shown_default = std::to_string(*value)});
 }
 
 std::optional<std::string> FlagSet::Parse(const std::vector<std::string>& args) {
-  std::set<std::string> given_here;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& arg = args[i];
-    if (arg == "--") {
-      positional_.insert(positional_.end(), args.begin() + static_cast<long>(i) + 1, args.end());
-      break;
-    }
-    const FlagSpec* spec = nullptr;
-    std::optional<std::string> inline_value;
-    std::string shown = arg;
-    if (arg.rfind("--", 0) == 0) {
-      std::string name = arg.substr(2);
-      if (auto eq = name.find('='); eq != std::string::npos) {
-        inline_value = name.substr(eq + 1);
-        name = name.substr(0, eq);
-      }
-      spec = Find(name);
-      shown = "--" + name;
-    } else if (arg.size() >= 2 && arg[0] == '-' && arg[1] != '-') {
-      spec = FindShort(arg[1]);
-      if (arg.size() > 2) inline_value = arg.substr(2);
-      shown = arg.substr(0, 2);
-    } else {
-      positional_.push_back(arg);
-      continue;
-    }
-    if (spec == nullptr) {
-      return "unknown flag " + shown + " (see: ambient-doctor " + command_ + " --help)";
-    }
-    std::string value = "true";
-    if (spec->takes_value) {
-      if (inline_value) {
-        value = *inline_value;
-      } else if (i + 1 < args.size()) {
-        value = args[++i];
-      } else {
-        return "flag " + shown + " needs a value (" + spec->value_name + ")";
-      }
-    } else if (inline_value) {
-      return "flag " + shown + " takes no value";
-    }
-    auto& slot = values_[spec->name];
-    if (!spec->repeatable || given_here.insert(spec->name).second) slot.clear();
-    slot.push_back(value);
+  std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 takes argv reversed
+  try {
+    app_->parse(reversed);
+  } catch (const CLI::ArgumentMismatch& e) {
+    std::string flag = e.what();
+    flag = flag.substr(0, flag.find(':'));
+    const auto entry = std::find_if(entries_.begin(), entries_.end(),
+                                    [&](const Entry& x) { return "--" + x.spec.name == flag; });
+    if (entry != entries_.end() && !entry->takes_value) return "flag " + flag + " takes no value";
+    const std::string value_name = entry == entries_.end() || entry->spec.value_name.empty()
+                                       ? std::string("VALUE")
+                                       : entry->spec.value_name;
+    return "flag " + flag + " needs a value (" + value_name + ")";
+  } catch (const CLI::ConversionError& e) {
+    // "Could not convert: --count = x": only the number flags convert.
+    std::string what = e.what();
+    what = what.substr(what.find(':') + 2);
+    const size_t equals = what.find(" = ");
+    if (equals == std::string::npos) return what;
+    return "flag " + what.substr(0, equals) + " needs a number, not \"" + what.substr(equals + 3) +
+           "\"";
+  } catch (const CLI::ParseError& e) {
+    return std::string(e.what()) + " (see: ambient-doctor " + command_ + " --help)";
+  }
+  for (const std::string& extra : app_->remaining()) {
+    if (extra == "--") continue;
+    std::string shown = extra.substr(0, extra.find('='));
+    if (!extra.starts_with("--")) shown = extra.substr(0, 2);
+    return "unknown flag " + shown + " (see: ambient-doctor " + command_ + " --help)";
   }
   return std::nullopt;
 }
 
-bool FlagSet::Has(const std::string& name) const { return values_.count(name) > 0; }
-
-std::string FlagSet::Get(const std::string& name, const std::string& fallback) const {
-  auto it = values_.find(name);
-  return it == values_.end() || it->second.empty() ? fallback : it->second.back();
+bool FlagSet::Given(const std::string& name) const {
+  const CLI::Option* option = app_->get_option_no_throw("--" + name);
+  return option != nullptr && option->count() > 0;
 }
 
-std::vector<std::string> FlagSet::GetAll(const std::string& name) const {
-  auto it = values_.find(name);
-  return it == values_.end() ? std::vector<std::string>{} : it->second;
+std::optional<std::string> FlagSet::PositionalError() const {
+  if (positional_.empty()) return std::nullopt;
+  std::string words;
+  for (const std::string& word : positional_) {
+    words += (words.empty() ? "\"" : ", \"") + word + "\"";
+  }
+  return std::string(positional_.size() == 1 ? "unexpected argument " : "unexpected arguments ") +
+         words + " (ambient-doctor " + command_ + " takes flags only; see --help)";
 }
 
 std::string FlagSet::Usage() const {
   std::string out = "Usage: ambient-doctor " + command_ + " " + synopsis_ + "\n\n" + description_ +
                     "\n\nFlags:\n";
-  for (const auto& s : specs_) {
+  for (const Entry& e : entries_) {
+    const FlagSpec& s = e.spec;
     std::string left = "  ";
     left += s.short_name ? std::string("-") + s.short_name + ", " : "    ";
     left += "--" + s.name;
-    if (s.takes_value) left += " " + (s.value_name.empty() ? std::string("VALUE") : s.value_name);
+    if (e.takes_value) left += " " + (s.value_name.empty() ? std::string("VALUE") : s.value_name);
     if (left.size() < 34) left.append(34 - left.size(), ' ');
     out += left + " " + s.help;
-    if (!s.default_text.empty()) out += " (default: " + s.default_text + ")";
-    if (s.repeatable) out += " [repeatable]";
+    const std::string& shown = s.default_text.empty() ? e.shown_default : s.default_text;
+    if (!shown.empty()) out += " (default: " + shown + ")";
+    if (e.repeatable) out += " [repeatable]";
     out += "\n";
   }
   return out;
 }
-
 Result<std::vector<std::string>> ReadFlagsFile(const std::string& path) {
   std::ifstream in(path);
   if (!in) return ErrnoError(SourceKind::kNetns, "open(" + path + ")");

@@ -16,12 +16,11 @@
 #include <optional>
 #include <set>
 
+#include "cli/command_common.h"
 #include "cli/flags.h"
 #include "cli/flows_render.h"
 #include "client/api_client.h"
 #include "flows/flow_joins.h"
-#include "model/json.h"
-#include "sources/netns/discovery.h"
 #include "tracing/flow_tracer.h"
 #include "tracing/live_tcp.h"
 
@@ -33,20 +32,6 @@ constexpr int kExitFailed = 2;
 
 std::atomic<bool> g_stop_flows{false};
 void StopFlowsOnSignal(int) { g_stop_flows = true; }
-
-// "10s", "500ms", "2m", "1h"; a bare number is seconds.
-std::optional<int64_t> ParseDurationMs(const std::string& text) {
-  size_t digits = 0;
-  while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
-  if (digits == 0 || digits > 9) return std::nullopt;
-  const int64_t value = std::stoll(text.substr(0, digits));
-  const std::string unit = text.substr(digits);
-  if (unit == "ms") return value;
-  if (unit.empty() || unit == "s") return value * 1000;
-  if (unit == "m") return value * 60'000;
-  if (unit == "h") return value * 3'600'000;
-  return std::nullopt;
-}
 
 // A flow of the daemon's StreamFlows as the table's event (the daemon spells addresses as text).
 std::optional<FlowEvent> EventOf(const client::pb::Flow& message) {
@@ -166,6 +151,318 @@ int FollowLocalFlows(FlowTracer& tracer, FlowsReport& names, const DiscoveryOpti
   return kExitOk;
 }
 
+// The flags of `flows`.
+struct FlowsConfig {
+  std::string duration = "10s";
+  std::vector<std::string> ports = PortTexts(TracerOptions{}.ports);
+  std::string netns;
+  std::string outcome;
+  std::string attach = "auto";
+  std::string ring_bytes = std::to_string(TracerOptions{}.ring_bytes);
+  bool all_connects = false;
+  std::string btf = TracerOptions{}.btf_path;
+  bool no_live = false;
+  std::string proc_root = "/proc";
+  std::string output = "table";
+  bool follow = false;
+  std::string pod;
+  bool local = false;
+  std::string api_socket = client::kDefaultApiSocket;
+  std::string log_level = "warn";
+};
+
+void AddFlowsFlags(FlagSet& flags, FlowsConfig& config) {
+  flags.Add({.name = "duration",
+             .value_name = "D",
+             .help = "How long to trace (ms, s, m, h). Ctrl-C ends early."},
+            &config.duration);
+  flags.Add({.name = "port",
+             .value_name = "PORT",
+             .help = "Traced TCP port (either end), up to 8; e.g. 15001 and 15006 for ztunnel's "
+                     "in-pod listeners. Filtered in the kernel."},
+            &config.ports);
+  flags.Add({.name = "netns",
+             .value_name = "PATH",
+             .help = "Only flows of this netns (a bind mount or /proc/<pid>/ns/net)."},
+            &config.netns);
+  flags.Add({.name = "outcome",
+             .value_name = "OUTCOME",
+             .help = "Only flows with this outcome: failed (refused, reset, timeout, unreachable), "
+                     "open, connecting, closed, refused, reset, timeout, unreachable, aborted."},
+            &config.outcome);
+  flags.Add({.name = "attach",
+             .value_name = "MODE",
+             .help = "Attach type: auto (tp_btf, then raw_tp, then tracepoint), tp_btf, raw_tp, "
+                     "tracepoint (needs tracefs mounted; the agent never mounts it)."},
+            &config.attach);
+  flags.Add({.name = "ring-bytes",
+             .value_name = "N",
+             .help = "Ring-buffer size in bytes (a power of two; lost events are counted)."},
+            &config.ring_bytes);
+  flags.Add({.name = "all-connects",
+             .help = "Also trace every outgoing connection, any destination port (the application "
+                     "side of redirected traffic; an event pair per connect on the node)."},
+            &config.all_connects);
+  flags.Add({.name = "btf",
+             .value_name = "PATH",
+             .help = "Kernel BTF the tracer is relocated against (CO-RE)."},
+            &config.btf);
+  flags.Add({.name = "no-live",
+             .help = "Do not refresh the byte counts of open flows from sock_diag tcp_info (with a "
+                     "local --follow: no update lines)."},
+            &config.no_live);
+  flags.Add({.name = "proc-root",
+             .value_name = "PATH",
+             .help = "procfs used to name netns by path (and for /proc/<pid>/ns/net)."},
+            &config.proc_root);
+  flags.Add({.name = "output",
+             .short_name = 'o',
+             .value_name = "FORMAT",
+             .help = "Output format: table or json (schema ambient-doctor.flows/v1)."},
+            &config.output);
+  flags.Add({.name = "follow",
+             .help = "Print one line per flow event until interrupted (Ctrl-C, SIGTERM): the "
+                     "daemon's stream (the open flows as \"current\", then open/close/update) "
+                     "when it answers, else (or with --local) a trace of this process (open/close, "
+                     "and update every 5 s for an open flow whose bytes changed, unless "
+                     "--no-live). -o json: one {\"event\", \"flow\"} object per line."},
+            &config.follow);
+  flags.Add({.name = "pod",
+             .value_name = "NS/NAME",
+             .help = "Only flows of this pod's netns (pod names from the daemon's report). Needs "
+                     "the daemon (serve)."},
+            &config.pod);
+  flags.Add({.name = "local",
+             .help = "Trace in this process even when the daemon (serve) answers on --api-socket."},
+            &config.local);
+  flags.Add({.name = "api-socket",
+             .value_name = "PATH",
+             .help = "The daemon's gRPC socket: when it answers, flows come from its tracer "
+                     "(StreamFlows) unless a tracer flag (--port, --attach, --ring-bytes, "
+                     "--all-connects, --btf) or --local asks for a local trace."},
+            &config.api_socket);
+  flags.Add({.name = "log-level",
+             .value_name = "LEVEL",
+             .help = "Log level on stderr: trace, debug, info, warn, error, off."},
+            &config.log_level);
+}
+
+// What the flags ask for, checked.
+struct FlowsPlan {
+  TracerOptions tracer;
+  int64_t duration_ms = 0;
+  FlowFilter filter;
+  bool json = false;
+  bool local = false;  // a trace of this process, even when the daemon answers
+};
+
+std::optional<std::string> PlanFlows(const FlagSet& flags, const FlowsConfig& config,
+                                     FlowsPlan& plan) {
+  if (config.output != "table" && config.output != "json") return "-o must be table or json";
+  plan.json = config.output == "json";
+  std::optional<int64_t> duration_ms = ParseDurationMs(config.duration);
+  if (!duration_ms) return "bad --duration \"" + config.duration + "\"";
+  plan.duration_ms = *duration_ms;
+  plan.tracer.ports.clear();
+  for (const std::string& text : config.ports) {
+    char* end = nullptr;
+    const long port = std::strtol(text.c_str(), &end, 10);
+    if (end == text.c_str() || *end != '\0' || port < 1 || port > 65535) {
+      return "bad --port \"" + text + "\"";
+    }
+    plan.tracer.ports.push_back(static_cast<uint16_t>(port));
+  }
+  std::optional<AttachMode> attach = ParseAttachMode(config.attach);
+  if (!attach) return "--attach must be auto, tp_btf, raw_tp or tracepoint";
+  plan.tracer.attach = *attach;
+  plan.tracer.btf_path = config.btf;
+  plan.tracer.trace_all_connects = config.all_connects;
+  std::optional<uint32_t> bytes = ParseRingBytes(config.ring_bytes);
+  if (!bytes) return "--ring-bytes must be between 4096 and 1073741824";
+  plan.tracer.ring_bytes = *bytes;
+  if (!config.netns.empty()) {
+    struct stat st {};
+    if (::stat(config.netns.c_str(), &st) != 0) {
+      return "--netns " + config.netns + ": " + std::strerror(errno);
+    }
+    plan.filter.netns = static_cast<uint32_t>(st.st_ino);
+  }
+  if (!config.outcome.empty()) {
+    plan.filter.failed = config.outcome == "failed";
+    if (!plan.filter.failed) {
+      plan.filter.outcome = ParseFlowOutcome(config.outcome);
+      if (!plan.filter.outcome) return "unknown --outcome \"" + config.outcome + "\"";
+    }
+  }
+  // The daemon's tracer when it answers and nothing asks for a tracer of our own.
+  plan.local = config.local;
+  for (const char* name : {"port", "attach", "ring-bytes", "all-connects", "btf"}) {
+    if (flags.Given(name)) plan.local = true;
+  }
+  return std::nullopt;
+}
+
+int Fail(const std::string& message) {
+  std::fprintf(stderr, "ambient-doctor flows: %s\n", message.c_str());
+  return kExitFailed;
+}
+
+void StopOnSignals() {
+  struct sigaction action {};
+  action.sa_handler = StopFlowsOnSignal;
+  ::sigemptyset(&action.sa_mask);
+  ::sigaction(SIGINT, &action, nullptr);
+  ::sigaction(SIGTERM, &action, nullptr);
+}
+
+// With -o json, the document that says why no flows could be read.
+void PrintUnavailable(bool json, const std::string& reason) {
+  if (json) std::fputs(RenderFlowsUnavailableJson(reason).c_str(), stdout);
+}
+
+void PrintFlowsReport(FlowsReport& report, const FlowFilter& filter, bool json) {
+  std::erase_if(report.view.open, [&](const Flow& flow) { return !filter.Keep(flow); });
+  std::erase_if(report.view.closed, [&](const Flow& flow) { return !filter.Keep(flow); });
+  const std::string text = json ? RenderFlowsJson(report) : RenderFlowsTable(report);
+  std::fputs(text.c_str(), stdout);
+}
+
+}  // namespace
+
+namespace {
+
+// Flows from the daemon's tracer (StreamFlows): --follow, or one shot of --duration in a table of
+// our own. Pod names (and --pod) come from the daemon's latest report.
+int DaemonFlows(client::ApiClient& daemon, const FlowsConfig& config, FlowsPlan& plan) {
+  FlowsReport report;
+  Result<client::pb::Status> status = daemon.GetStatus();
+  if (status.ok()) report.attach_mode = status->flow_tracer_attach();
+  if (Result<client::pb::Report> latest = daemon.GetReport(); latest.ok()) {
+    for (const client::pb::NetnsEntry& netns : latest->netns()) {
+      report.netns_paths[netns.inode()] = netns.path();
+      if (netns.has_pod()) report.pods[netns.inode()] = netns.pod();
+    }
+  }
+  if (!config.pod.empty()) {
+    std::optional<uint32_t> inode;
+    for (const auto& [netns, name] : report.pods) {
+      if (name == config.pod) inode = netns;
+    }
+    if (!inode) return Fail("--pod " + config.pod + ": no such pod in the daemon's report");
+    if (plan.filter.netns && *plan.filter.netns != *inode) {
+      return Fail("--pod and --netns name different netns");
+    }
+    plan.filter.netns = inode;
+  }
+  Result<std::unique_ptr<client::FlowStream>> stream =
+      daemon.StreamFlows(plan.filter.netns.value_or(0));
+  if (!stream.ok()) {
+    PrintUnavailable(plan.json, stream.error().message);
+    return Fail("the daemon's flows: " + stream.error().message);
+  }
+  StopOnSignals();
+  if (config.follow) return FollowDaemonFlows(**stream, report, plan.filter, plan.json);
+  // One shot: the open flows, then what opens and closes for --duration, in a table of our own.
+  FlowTable table;
+  client::pb::Flow message;
+  const auto begin = std::chrono::steady_clock::now();
+  const auto deadline = begin + std::chrono::milliseconds(plan.duration_ms);
+  while (!g_stop_flows && std::chrono::steady_clock::now() < deadline) {
+    const auto read = (*stream)->Next(&message, std::chrono::milliseconds(200));
+    if (read == client::FlowStream::Read::kEnded) {
+      report.errors.push_back((*stream)->end_error().message);
+      break;
+    }
+    if (read != client::FlowStream::Read::kFlow || message.tuple().dst_ip().empty()) continue;
+    if (std::optional<FlowEvent> event = EventOf(message)) {
+      ++report.events;
+      table.Apply(*event);
+    }
+  }
+  if (status.ok()) report.lost_events = status->flow_tracer_lost_events();
+  report.duration_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                           std::chrono::steady_clock::now() - begin)
+                           .count();
+  report.view = table.View();
+  PrintFlowsReport(report, plan.filter, plan.json);
+  return kExitOk;
+}
+
+// One shot of this process's tracer: --duration of events, then the live refresh and the table.
+int TraceLocalFlows(FlowTracer& tracer, const FlowsConfig& config, const FlowsPlan& plan) {
+  FlowTable table;
+  FlowsReport report;
+  const std::optional<uint32_t> only_netns = plan.filter.netns;
+  // --netns narrows what the table holds, so its aggregates are that netns's too.
+  auto apply = [&](const FlowEvent& event) {
+    if (!only_netns || event.flow.netns_inode == *only_netns) table.Apply(event);
+  };
+  const auto begin = std::chrono::steady_clock::now();
+  const auto deadline = begin + std::chrono::milliseconds(plan.duration_ms);
+  while (!g_stop_flows) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) break;
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now);
+    Result<size_t> polled = tracer.Poll(std::min(left, std::chrono::milliseconds(200)), apply);
+    if (!polled.ok()) {
+      report.errors.push_back(polled.error().message);
+      break;
+    }
+  }
+  // What is left in the ring when time is up.
+  (void)tracer.Poll(std::chrono::milliseconds(0), apply);
+
+  // Netns paths: for naming and for the live refresh (which has to enter the netns).
+  std::vector<SourceError> warnings;
+  DiscoveryOptions discovery;
+  discovery.proc_root = config.proc_root;
+  report.netns_paths = NetnsPathsByInode(discovery, &warnings);
+  if (only_netns && !report.netns_paths.contains(*only_netns)) {
+    report.netns_paths[*only_netns] = config.netns;
+  }
+  if (!config.no_live) {
+    LiveNetnsRead live =
+        ReadLiveTcpOfNetns(table.OpenNetns(), report.netns_paths, plan.tracer.ports);
+    report.errors.insert(report.errors.end(), live.errors.begin(), live.errors.end());
+    table.RefreshLive(live.sockets);
+  }
+  TracerCounters counters = tracer.Counters();
+  report.attach_mode = std::string(AttachModeName(tracer.attach_mode()));
+  report.ports = plan.tracer.ports;
+  report.duration_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                           std::chrono::steady_clock::now() - begin)
+                           .count();
+  report.events = counters.events;
+  report.lost_events = counters.lost_events;
+  report.state_full = counters.state_full;
+  report.late_flows = counters.late_flows;
+  report.decode_errors = counters.decode_errors;
+  report.view = table.View();
+  PrintFlowsReport(report, plan.filter, plan.json);
+  return kExitOk;
+}
+
+// Flows from a tracer of this process: --follow, or one shot of --duration.
+int LocalFlows(const FlowsConfig& config, const FlowsPlan& plan) {
+  Result<std::unique_ptr<FlowTracer>> started = StartFlowTracer(plan.tracer);
+  if (!started.ok()) {
+    PrintUnavailable(plan.json, started.error().message);
+    return Fail("tracing unavailable: " + started.error().message);
+  }
+  std::unique_ptr<FlowTracer> tracer = std::move(started).value();
+  StopOnSignals();
+  if (!config.follow) return TraceLocalFlows(*tracer, config, plan);
+  FlowsReport names;
+  DiscoveryOptions discovery;
+  discovery.proc_root = config.proc_root;
+  std::vector<SourceError> warnings;
+  names.netns_paths = NetnsPathsByInode(discovery, &warnings);
+  if (plan.filter.netns) names.netns_paths.emplace(*plan.filter.netns, config.netns);
+  const std::chrono::milliseconds live_interval(config.no_live ? 0 : 5000);
+  return FollowLocalFlows(*tracer, names, discovery, plan.filter, plan.tracer.ports, live_interval,
+                          plan.json);
+}
+
 }  // namespace
 
 int RunFlows(const std::vector<std::string>& args) {
@@ -177,325 +474,46 @@ int RunFlows(const std::vector<std::string>& args) {
                 "counts from sock_diag) and the ones that closed meanwhile, with their outcome: "
                 "closed, refused, reset, timeout, unreachable, aborted. Needs CAP_BPF and "
                 "CAP_PERFMON (or root) and kernel BTF; exits 2 with the reason otherwise.");
-  flags.Add({.name = "duration",
-             .value_name = "D",
-             .default_text = "10s",
-             .help = "How long to trace (ms, s, m, h). Ctrl-C ends early."});
-  flags.Add({.name = "port",
-             .repeatable = true,
-             .value_name = "PORT",
-             .default_text = "15008",
-             .help = "Traced TCP port (either end), up to 8; e.g. 15001 and 15006 for ztunnel's "
-                     "in-pod listeners. Filtered in the kernel."});
-  flags.Add({.name = "netns",
-             .value_name = "PATH",
-             .help = "Only flows of this netns (a bind mount or /proc/<pid>/ns/net)."});
-  flags.Add({.name = "outcome",
-             .value_name = "OUTCOME",
-             .help = "Only flows with this outcome: failed (refused, reset, timeout, unreachable), "
-                     "open, connecting, closed, refused, reset, timeout, unreachable, aborted."});
-  flags.Add({.name = "attach",
-             .value_name = "MODE",
-             .default_text = "auto",
-             .help = "Attach type: auto (tp_btf, then raw_tp, then tracepoint), tp_btf, raw_tp, "
-                     "tracepoint (needs tracefs mounted; the agent never mounts it)."});
-  flags.Add({.name = "ring-bytes",
-             .value_name = "N",
-             .default_text = "1048576",
-             .help = "Ring-buffer size in bytes (a power of two; lost events are counted)."});
-  flags.Add({.name = "all-connects",
-             .takes_value = false,
-             .help = "Also trace every outgoing connection, any destination port (the application "
-                     "side of redirected traffic; an event pair per connect on the node)."});
-  flags.Add({.name = "btf",
-             .value_name = "PATH",
-             .default_text = "/sys/kernel/btf/vmlinux",
-             .help = "Kernel BTF the tracer is relocated against (CO-RE)."});
-  flags.Add({.name = "no-live",
-             .takes_value = false,
-             .help = "Do not refresh the byte counts of open flows from sock_diag tcp_info (with a "
-                     "local --follow: no update lines)."});
-  flags.Add({.name = "proc-root",
-             .value_name = "PATH",
-             .default_text = "/proc",
-             .help = "procfs used to name netns by path (and for /proc/<pid>/ns/net)."});
-  flags.Add({.name = "output",
-             .short_name = 'o',
-             .value_name = "FORMAT",
-             .default_text = "table",
-             .help = "Output format: table or json (schema ambient-doctor.flows/v1)."});
-  flags.Add({.name = "follow",
-             .takes_value = false,
-             .help = "Print one line per flow event until interrupted (Ctrl-C, SIGTERM): the "
-                     "daemon's stream (the open flows as \"current\", then open/close/update) "
-                     "when it answers, else (or with --local) a trace of this process (open/close, "
-                     "and update every 5 s for an open flow whose bytes changed, unless "
-                     "--no-live). -o json: one {\"event\", \"flow\"} object per line."});
-  flags.Add({.name = "pod",
-             .value_name = "NS/NAME",
-             .help = "Only flows of this pod's netns (pod names from the daemon's report). Needs "
-                     "the daemon (serve)."});
-  flags.Add(
-      {.name = "local",
-       .takes_value = false,
-       .help = "Trace in this process even when the daemon (serve) answers on --api-socket."});
-  flags.Add({.name = "api-socket",
-             .value_name = "PATH",
-             .default_text = client::kDefaultApiSocket,
-             .help = "The daemon's gRPC socket: when it answers, flows come from its tracer "
-                     "(StreamFlows) unless a tracer flag (--port, --attach, --ring-bytes, "
-                     "--all-connects, --btf) or --local asks for a local trace."});
-  flags.Add({.name = "log-level",
-             .value_name = "LEVEL",
-             .default_text = "warn",
-             .help = "Log level on stderr: trace, debug, info, warn, error, off."});
+  FlowsConfig config;
+  AddFlowsFlags(flags, config);
   if (std::optional<std::string> error = flags.Parse(args)) {
     std::fprintf(stderr, "ambient-doctor flows: %s\n\n%s", error->c_str(), flags.Usage().c_str());
     return kExitFailed;
   }
-  if (flags.Has("help")) {
+  if (flags.help()) {
     std::fputs(flags.Usage().c_str(), stdout);
     return kExitOk;
   }
-  auto fail = [](const std::string& message) {
-    std::fprintf(stderr, "ambient-doctor flows: %s\n", message.c_str());
-    return kExitFailed;
-  };
+  if (auto error = flags.PositionalError()) return Fail(*error);
   if (!spdlog::get("ambient-doctor")) {
     spdlog::set_default_logger(spdlog::stderr_color_mt("ambient-doctor"));
   }
-  spdlog::set_level(spdlog::level::from_str(flags.Get("log-level", "warn")));
-  const std::string output = flags.Get("output", "table");
-  if (output != "table" && output != "json") return fail("-o must be table or json");
-  std::optional<int64_t> duration_ms = ParseDurationMs(flags.Get("duration", "10s"));
-  if (!duration_ms) return fail("bad --duration \"" + flags.Get("duration") + "\"");
+  spdlog::set_level(spdlog::level::from_str(config.log_level));
+  FlowsPlan plan;
+  if (auto error = PlanFlows(flags, config, plan)) return Fail(*error);
 
-  TracerOptions options;
-  if (flags.Has("port")) {
-    options.ports.clear();
-    for (const std::string& text : flags.GetAll("port")) {
-      char* end = nullptr;
-      const long port = std::strtol(text.c_str(), &end, 10);
-      if (end == text.c_str() || *end != '\0' || port < 1 || port > 65535) {
-        return fail("bad --port \"" + text + "\"");
-      }
-      options.ports.push_back(static_cast<uint16_t>(port));
-    }
-  }
-  std::optional<AttachMode> attach = ParseAttachMode(flags.Get("attach", "auto"));
-  if (!attach) return fail("--attach must be auto, tp_btf, raw_tp or tracepoint");
-  options.attach = *attach;
-  options.btf_path = flags.Get("btf", options.btf_path);
-  options.trace_all_connects = flags.Has("all-connects");
-  if (auto bytes = ParseRingBytes(flags.Get("ring-bytes", "1048576"))) {
-    options.ring_bytes = *bytes;
-  } else {
-    return fail("--ring-bytes must be between 4096 and 1073741824");
-  }
-  std::optional<uint32_t> only_netns;
-  if (flags.Has("netns")) {
-    struct stat st {};
-    if (::stat(flags.Get("netns").c_str(), &st) != 0) {
-      return fail("--netns " + flags.Get("netns") + ": " + std::strerror(errno));
-    }
-    only_netns = static_cast<uint32_t>(st.st_ino);
-  }
-  std::optional<FlowOutcome> only_outcome;
-  bool only_failed = false;
-  if (flags.Has("outcome")) {
-    const std::string text = flags.Get("outcome");
-    only_failed = text == "failed";
-    if (!only_failed) {
-      only_outcome = ParseFlowOutcome(text);
-      if (!only_outcome) return fail("unknown --outcome \"" + text + "\"");
-    }
-  }
-
-  // The daemon's tracer when it answers and nothing asks for a tracer of our own.
-  bool local = flags.Has("local");
-  for (const char* name : {"port", "attach", "ring-bytes", "all-connects", "btf"}) {
-    if (flags.Has(name)) local = true;
-  }
   std::unique_ptr<client::ApiClient> daemon;
   std::string no_daemon = "--local or a tracer flag given";
-  if (!local) {
+  if (!plan.local) {
     client::ClientOptions client_options;
-    client_options.socket_path = flags.Get("api-socket", client::kDefaultApiSocket);
+    client_options.socket_path = config.api_socket;
     Result<std::unique_ptr<client::ApiClient>> connected =
         client::ApiClient::Connect(client_options);
     if (connected.ok()) {
       daemon = std::move(connected).value();
     } else {
       no_daemon = connected.error().message;
-      if (connected.error().error_number != ENOENT) {
-        spdlog::warn("tracing locally: {}", no_daemon);
-      }
+      if (connected.error().error_number != ENOENT) spdlog::warn("tracing locally: {}", no_daemon);
     }
   }
-  if (!daemon && flags.Has("pod")) {
-    return fail(
+  if (daemon) return DaemonFlows(*daemon, config, plan);
+  if (!config.pod.empty()) {
+    return Fail(
         "--pod reads the daemon's flows (pod names come from its report), and no daemon "
         "answers: " +
         no_daemon);
   }
-  if (daemon) {
-    FlowsReport report;
-    Result<client::pb::Status> status = daemon->GetStatus();
-    if (status.ok()) report.attach_mode = status->flow_tracer_attach();
-    // Pod names (and --pod) from the daemon's latest report.
-    if (Result<client::pb::Report> latest = daemon->GetReport(); latest.ok()) {
-      for (const client::pb::NetnsEntry& netns : latest->netns()) {
-        report.netns_paths[netns.inode()] = netns.path();
-        if (netns.has_pod()) report.pods[netns.inode()] = netns.pod();
-      }
-    }
-    if (flags.Has("pod")) {
-      const std::string pod = flags.Get("pod");
-      std::optional<uint32_t> inode;
-      for (const auto& [netns, name] : report.pods) {
-        if (name == pod) inode = netns;
-      }
-      if (!inode) return fail("--pod " + pod + ": no such pod in the daemon's report");
-      if (only_netns && *only_netns != *inode)
-        return fail("--pod and --netns name different netns");
-      only_netns = inode;
-    }
-    FlowFilter filter{.netns = only_netns, .outcome = only_outcome, .failed = only_failed};
-    Result<std::unique_ptr<client::FlowStream>> stream =
-        daemon->StreamFlows(only_netns.value_or(0));
-    if (!stream.ok()) {
-      if (output == "json") {
-        JsonWriter j;
-        j.BeginObject().Field("schema", "ambient-doctor.flows/v1").Field("available", false);
-        j.Field("reason", stream.error().message).EndObject();
-        std::fputs((j.str() + "\n").c_str(), stdout);
-      }
-      return fail("the daemon's flows: " + stream.error().message);
-    }
-    struct sigaction action {};
-    action.sa_handler = StopFlowsOnSignal;
-    ::sigemptyset(&action.sa_mask);
-    ::sigaction(SIGINT, &action, nullptr);
-    ::sigaction(SIGTERM, &action, nullptr);
-    if (flags.Has("follow")) return FollowDaemonFlows(**stream, report, filter, output == "json");
-    // One shot: the open flows, then what opens and closes for --duration, in a table of our own.
-    FlowTable table;
-    client::pb::Flow message;
-    const auto begin = std::chrono::steady_clock::now();
-    const auto deadline = begin + std::chrono::milliseconds(*duration_ms);
-    while (!g_stop_flows && std::chrono::steady_clock::now() < deadline) {
-      const auto read = (*stream)->Next(&message, std::chrono::milliseconds(200));
-      if (read == client::FlowStream::Read::kEnded) {
-        report.errors.push_back((*stream)->end_error().message);
-        break;
-      }
-      if (read != client::FlowStream::Read::kFlow || message.tuple().dst_ip().empty()) continue;
-      if (std::optional<FlowEvent> event = EventOf(message)) {
-        ++report.events;
-        table.Apply(*event);
-      }
-    }
-    if (status.ok()) report.lost_events = status->flow_tracer_lost_events();
-    report.duration_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                             std::chrono::steady_clock::now() - begin)
-                             .count();
-    report.view = table.View();
-    std::erase_if(report.view.open, [&](const Flow& flow) { return !filter.Keep(flow); });
-    std::erase_if(report.view.closed, [&](const Flow& flow) { return !filter.Keep(flow); });
-    const std::string text = output == "json" ? RenderFlowsJson(report) : RenderFlowsTable(report);
-    std::fputs(text.c_str(), stdout);
-    return kExitOk;
-  }
-
-  Result<std::unique_ptr<FlowTracer>> started = StartFlowTracer(options);
-  if (!started.ok()) {
-    if (output == "json") {
-      JsonWriter j;
-      j.BeginObject().Field("schema", "ambient-doctor.flows/v1").Field("available", false);
-      j.Field("reason", started.error().message).EndObject();
-      std::fputs((j.str() + "\n").c_str(), stdout);
-    }
-    return fail("tracing unavailable: " + started.error().message);
-  }
-  std::unique_ptr<FlowTracer> tracer = std::move(started).value();
-
-  struct sigaction action {};
-  action.sa_handler = StopFlowsOnSignal;
-  ::sigemptyset(&action.sa_mask);
-  ::sigaction(SIGINT, &action, nullptr);
-  ::sigaction(SIGTERM, &action, nullptr);
-
-  if (flags.Has("follow")) {
-    FlowsReport names;
-    DiscoveryOptions discovery;
-    discovery.proc_root = flags.Get("proc-root", "/proc");
-    std::vector<SourceError> warnings;
-    names.netns_paths = NetnsPathsByInode(discovery, &warnings);
-    if (only_netns) names.netns_paths.emplace(*only_netns, flags.Get("netns"));
-    const FlowFilter filter{.netns = only_netns, .outcome = only_outcome, .failed = only_failed};
-    const std::chrono::milliseconds live_interval(flags.Has("no-live") ? 0 : 5000);
-    return FollowLocalFlows(*tracer, names, discovery, filter, options.ports, live_interval,
-                            output == "json");
-  }
-
-  FlowTable table;
-  FlowsReport report;
-  // --netns narrows what the table holds, so its aggregates are that netns's too.
-  auto apply = [&](const FlowEvent& event) {
-    if (!only_netns || event.flow.netns_inode == *only_netns) table.Apply(event);
-  };
-  const auto begin = std::chrono::steady_clock::now();
-  const auto deadline = begin + std::chrono::milliseconds(*duration_ms);
-  while (!g_stop_flows) {
-    const auto now = std::chrono::steady_clock::now();
-    if (now >= deadline) break;
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now);
-    Result<size_t> polled = tracer->Poll(std::min(left, std::chrono::milliseconds(200)), apply);
-    if (!polled.ok()) {
-      report.errors.push_back(polled.error().message);
-      break;
-    }
-  }
-  // What is left in the ring when time is up.
-  (void)tracer->Poll(std::chrono::milliseconds(0), apply);
-
-  // Netns paths: for naming and for the live refresh (which has to enter the netns).
-  std::vector<SourceError> warnings;
-  DiscoveryOptions discovery;
-  discovery.proc_root = flags.Get("proc-root", "/proc");
-  report.netns_paths = NetnsPathsByInode(discovery, &warnings);
-  if (only_netns && !report.netns_paths.contains(*only_netns)) {
-    report.netns_paths[*only_netns] = flags.Get("netns");
-  }
-  if (!flags.Has("no-live")) {
-    LiveNetnsRead live = ReadLiveTcpOfNetns(table.OpenNetns(), report.netns_paths, options.ports);
-    report.errors.insert(report.errors.end(), live.errors.begin(), live.errors.end());
-    table.RefreshLive(live.sockets);
-  }
-
-  TracerCounters counters = tracer->Counters();
-  report.attach_mode = std::string(AttachModeName(tracer->attach_mode()));
-  report.ports = options.ports;
-  report.duration_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                           std::chrono::steady_clock::now() - begin)
-                           .count();
-  report.events = counters.events;
-  report.lost_events = counters.lost_events;
-  report.state_full = counters.state_full;
-  report.late_flows = counters.late_flows;
-  report.decode_errors = counters.decode_errors;
-  report.view = table.View();
-  auto keep = [&](const Flow& flow) {
-    if (only_netns && flow.netns_inode != *only_netns) return false;
-    if (only_failed && !IsFailedOutcome(flow.outcome)) return false;
-    if (only_outcome && flow.outcome != *only_outcome) return false;
-    return true;
-  };
-  std::erase_if(report.view.open, [&](const Flow& flow) { return !keep(flow); });
-  std::erase_if(report.view.closed, [&](const Flow& flow) { return !keep(flow); });
-  const std::string text = output == "json" ? RenderFlowsJson(report) : RenderFlowsTable(report);
-  std::fputs(text.c_str(), stdout);
-  return kExitOk;
+  return LocalFlows(config, plan);
 }
 
 }  // namespace ad::cli

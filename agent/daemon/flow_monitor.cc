@@ -140,4 +140,24 @@ void FlowMonitor::Run() {
   }
 }
 
+Engine::ExtraFindings FlowFindingSource(std::shared_ptr<const FlowHub> hub,
+                                        FlowFindingOptions options) {
+  return
+      [hub = std::move(hub), options](const NodeSnapshot& snapshot, const NodeAnalysis& analysis) {
+        const FlowHub::Current current = hub->Latest();
+        const FlowTracerStatus status = hub->status();
+        // No flow to judge (a quiet node): the checks find nothing, so the pod join is not built
+        // (the daemon asks at every poll whether the flow findings changed).
+        if (status.enabled && status.available && current.view->open.empty() &&
+            current.view->closed.empty()) {
+          return std::vector<Finding>{};
+        }
+        const int64_t now_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::system_clock::now().time_since_epoch())
+                                   .count();
+        return FlowFindings(status, *current.view, FlowContextOf(snapshot, analysis.netns), now_ns,
+                            options);
+      };
+}
+
 }  // namespace ad

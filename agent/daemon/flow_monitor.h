@@ -14,7 +14,9 @@
 #include <thread>
 #include <vector>
 
+#include "engine/engine.h"
 #include "flows/flow_hub.h"
+#include "flows/flow_joins.h"
 #include "flows/flow_table.h"
 #include "tracing/flow_tracer.h"
 #include "tracing/live_tcp.h"
@@ -86,5 +88,10 @@ class FlowMonitor {
   size_t update_cursor_ = 0;  // where the next capped refresh starts (feed thread only)
   std::thread thread_;
 };
+
+// The flow checks (flow_joins.h FlowFindings over `hub`'s latest view) as a source of findings the
+// engine composes into every usable step (DaemonOptions::extra_findings).
+Engine::ExtraFindings FlowFindingSource(std::shared_ptr<const FlowHub> hub,
+                                        FlowFindingOptions options);
 
 }  // namespace ad

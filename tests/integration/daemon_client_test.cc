@@ -254,6 +254,23 @@ class FakePeer {
 };
 
 // Each socket that is not a working daemon: a local scan whose origin says why.
+// No command takes positional words: one given is an error that names it, never ignored (a pod
+// name after `report` must not silently print the whole node).
+TEST(CliArguments, UnknownPositionalWordsAreUsageErrors) {
+  for (const std::vector<std::string>& args :
+       std::vector<std::vector<std::string>>{{"report", "default/web-0", "--local"},
+                                             {"watch", "--count", "1", "default/web-0"},
+                                             {"rules", "default/web-0", "--netns", "/x"},
+                                             {"findings", "default/web-0"},
+                                             {"serve", "default/web-0"},
+                                             {"flows", "default/web-0"}}) {
+    const lab::CommandOutput out = Doctor(args);
+    EXPECT_EQ(out.exit_code, 2) << args[0] << ": " << out.err;
+    EXPECT_NE(out.err.find("unexpected argument \"default/web-0\""), std::string::npos)
+        << args[0] << ": " << out.err;
+  }
+}
+
 TEST(DaemonClientFallback, EverySocketThatIsNotADaemonFallsBackWithAReason) {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root: the fallback scans the machine's netns";
   testing::ScopedTempDir dir("adt-clfb");

@@ -1,0 +1,417 @@
+#include "cli/command_common.h"
+
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <stdexcept>
+
+#include "report/report_policy.h"
+
+namespace ad::cli {
+
+std::vector<std::string> PortTexts(const std::vector<uint16_t>& ports) {
+  std::vector<std::string> texts;
+  for (uint16_t port : ports) texts.push_back(std::to_string(port));
+  return texts;
+}
+
+// Where `scripts/lab up` writes the flags that scan its node (the lab's concern, not ours: the
+// agent only knows this one path, for --lab).
+std::string LabFlagsPath(const std::string& prefix) {
+  return "/run/ambient-lab/" + prefix + ".flags";
+}
+
+void SetupLogging(const std::string& level) {
+  auto logger = spdlog::stderr_color_mt("ambient-doctor");
+  spdlog::set_default_logger(logger);
+  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
+  spdlog::set_level(spdlog::level::from_str(level));
+}
+
+void AddCommonFlags(FlagSet& flags, CommonConfig& config) {
+  flags.Add({.name = "output",
+             .short_name = 'o',
+             .value_name = "FORMAT",
+             .help = "Output format: table or json."},
+            &config.output);
+  flags.Add({.name = "log-level",
+             .value_name = "LEVEL",
+             .help = "Log level on stderr: trace, debug, info, warn, error, off."},
+            &config.log_level);
+}
+
+namespace {
+
+void AddDiscoveryFlags(FlagSet& flags, ScanConfig& config) {
+  flags.Add({.name = "proc-root",
+             .value_name = "PATH",
+             .help = "procfs to scan for process netns (use /host/proc in a pod)."},
+            &config.engine.discovery.proc_root);
+  flags.Add({.name = "no-proc", .help = "Do not scan processes for netns; only netns bind mounts."},
+            &config.no_proc);
+  flags.Add({.name = "netns-dir", .value_name = "DIR", .help = "Directory of netns bind mounts."},
+            &config.engine.discovery.netns_dirs);
+  flags.Add({.name = "host-netns",
+             .value_name = "PATH",
+             .default_text = "<proc-root>/1/ns/net",
+             .help = "The node's host network namespace."},
+            &config.engine.discovery.host_netns_path);
+  flags.Add({.name = "netns-match",
+             .value_name = "GLOB",
+             .help = "Only bind mounts whose file name matches this glob."},
+            &config.engine.discovery.name_glob);
+  flags.Add(
+      {.name = "config",
+       .value_name = "FILE",
+       .help = "Read flags from FILE first (one flag per line, \"--name value\"; # comments); "
+               "flags on the command line override it."},
+      &config.layers.config);
+  flags.Add({.name = "lab",
+             .help = "Scan the embedded lab node (scripts/lab up): shorthand for --config "
+                     "/run/ambient-lab/<lab-prefix>.flags, the flags the lab wrote for itself."},
+            &config.layers.lab);
+  flags.Add({.name = "lab-prefix",
+             .value_name = "NAME",
+             .help = "Name prefix of the lab node to scan (implies --lab)."},
+            &config.layers.lab_prefix);
+}
+
+void AddNodeSourceFlags(FlagSet& flags, ScanConfig& config) {
+  flags.Add({.name = "zds-socket",
+             .value_name = "PATH",
+             .help = "istio-cni's ZDS socket, observed through sock_diag only (never connected)."},
+            &config.engine.zds_socket);
+  flags.Add({.name = "host-root",
+             .value_name = "PATH",
+             .default_text = "\"\"",
+             .help = "Prefix for host paths (ZDS socket, CRI socket, netns pins) when the node's / "
+                     "is mounted elsewhere, e.g. /host in a pod."},
+            &config.engine.host_root);
+  flags.Add({.name = "cri-endpoint",
+             .value_name = "unix://PATH",
+             .default_text = "probe containerd, CRI-O, cri-dockerd sockets",
+             .help = "CRI runtime socket used to name the pods of each netns."},
+            &config.engine.cri_endpoints);
+  flags.Add({.name = "no-cri", .help = "Do not ask the container runtime."}, &config.no_cri);
+  flags.Add({.name = "no-probe-path",
+             .help = "Skip the host netns conntrack read (kernel-filtered ctnetlink dump of "
+                     "unreplied kubelet probe connections) and PROBE_PATH_BROKEN."},
+            &config.no_probe_path);
+  flags.Add({.name = "probe-path-threshold",
+             .value_name = "DURATION",
+             .help = "How long probe connections to a pod must stay unreplied before "
+                     "PROBE_PATH_BROKEN (across scans, or by the conntrack entry's age)."},
+            &config.probe_path_threshold);
+  flags.Add({.name = "cni-conf-dir",
+             .value_name = "DIR",
+             .help = "The node's CNI config directory (under --host-root), checked for istio-cni "
+                     "in the chain the runtime uses (CNI_CHAIN_BROKEN); `off` skips the check."},
+            &config.cni_conf_dir);
+  flags.Add({.name = "no-nft-probe",
+             .help = "Skip the nftables userspace check (NFT_BACKEND_UNUSABLE): package version, "
+                     "JSON support and `nft -j list ruleset` in a throwaway netns."},
+            &config.no_nft_probe);
+  flags.Add({.name = "no-zds",
+             .help = "Skip the ZDS socket, process fd inventory and ztunnel admin sources (and "
+                     "every ZDS check)."},
+            &config.no_zds);
+  flags.Add({.name = "ztunnel-admin-port",
+             .value_name = "PORT",
+             .help = "ztunnel admin port for /config_dump (read-only GETs)."},
+            &config.ztunnel_admin_port);
+  flags.Add({.name = "ztunnel-netns",
+             .value_name = "PATH",
+             .help = "A further netns where a ztunnel admin listens (besides the netns of every "
+                     "ztunnel process found)."},
+            &config.engine.ztunnel_netns);
+  flags.Add(
+      {.name = "zds-stall-threshold",
+       .value_name = "DURATION",
+       .help = "How long a ZDS hand-off may stay pending before it is a stall (ms, s, m, h)."},
+      &config.zds_stall_threshold);
+  flags.Add({.name = "cert-expiry-warning",
+             .value_name = "DURATION",
+             .help = "ZTUNNEL_CERT_UNHEALTHY when ztunnel's certificate of a pod identity on the "
+                     "node expires within this long (or is Unavailable)."},
+            &config.cert_expiry_warning);
+}
+
+}  // namespace
+
+// "30s", "500ms", "2m", "1h"; a bare number is seconds.
+std::optional<int64_t> ParseDurationMs(const std::string& text) {
+  size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  const std::string unit = text.substr(used);
+  double scale = 0;
+  if (unit.empty() || unit == "s") {
+    scale = 1000;
+  } else if (unit == "ms") {
+    scale = 1;
+  } else if (unit == "m" || unit == "min") {
+    scale = 60000;
+  } else if (unit == "h") {
+    scale = 3600000;
+  }
+  if (scale == 0 || value < 0) return std::nullopt;
+  return static_cast<int64_t>(value * scale);
+}
+
+// A positive duration flag's value; nullopt after explaining on stderr.
+std::optional<int64_t> PositiveDuration(const std::string& name, const std::string& text,
+                                        const std::string& example) {
+  const auto value = ParseDurationMs(text);
+  if (!value || *value <= 0) {
+    std::fprintf(stderr, "ambient-doctor: --%s needs a positive duration such as %s\n",
+                 name.c_str(), example.c_str());
+    return std::nullopt;
+  }
+  return value;
+}
+
+void AddScanFlags(FlagSet& flags, ScanConfig& config) {
+  AddDiscoveryFlags(flags, config);
+  AddNodeSourceFlags(flags, config);
+  AddCommonFlags(flags, config.common);
+  flags.Add({.name = "workers",
+             .value_name = "N",
+             .help = "Threads that inspect netns in parallel (local scans)."},
+            &config.engine.workers);
+  flags.Add({.name = "color",
+             .value_name = "WHEN",
+             .help = "Colour: auto (only on a TTY), always, never."},
+            &config.color);
+}
+
+// The engine's configuration from the scan flags; an error message on bad values.
+std::optional<std::string> FinishScanConfig(ScanConfig& scan) {
+  EngineConfig& config = scan.engine;
+  // Process fds live under procfs even when discovery skips /proc (--no-proc).
+  config.proc_root = config.discovery.proc_root;
+  if (scan.no_proc) config.discovery.proc_root.clear();
+  config.workers = std::max(1, config.workers);
+  const auto threshold = ParseDurationMs(scan.zds_stall_threshold);
+  if (!threshold) return "--zds-stall-threshold needs a duration such as 30s";
+  config.analysis.zds_stall_threshold_ms = *threshold;
+  const auto cert_warning = ParseDurationMs(scan.cert_expiry_warning);
+  if (!cert_warning) return "--cert-expiry-warning needs a duration such as 1h";
+  config.analysis.cert_expiry_warning_ms = *cert_warning;
+  config.zds = !scan.no_zds;
+  if (scan.ztunnel_admin_port <= 0 || scan.ztunnel_admin_port > 65535) {
+    return "--ztunnel-admin-port needs a port number";
+  }
+  config.ztunnel_admin_port = static_cast<uint16_t>(scan.ztunnel_admin_port);
+  config.cri = !scan.no_cri;
+  config.probe_conntrack = !scan.no_probe_path;
+  const auto probe_threshold = ParseDurationMs(scan.probe_path_threshold);
+  if (!probe_threshold || *probe_threshold <= 0) {
+    return "--probe-path-threshold needs a positive duration such as 10s";
+  }
+  config.analysis.probe_path_threshold_ms = *probe_threshold;
+  if (scan.cni_conf_dir == "off") {
+    config.cni_conf_dir.clear();
+  } else if (scan.cni_conf_dir.empty() || scan.cni_conf_dir.front() != '/') {
+    return "--cni-conf-dir needs an absolute directory (a host path) or off";
+  } else {
+    config.cni_conf_dir = scan.cni_conf_dir;
+  }
+  config.nft_userspace = !scan.no_nft_probe;
+  return std::nullopt;
+}
+
+// Explains on stderr why a scan could not be used.
+void ExplainUnusableScan(const NodeSnapshot& snapshot) {
+  std::fprintf(
+      stderr, "ambient-doctor: scan could not run: %zu netns found, none readable%s\n",
+      snapshot.netns.size(),
+      ::geteuid() != 0 ? " (run as root: CAP_SYS_ADMIN and CAP_NET_ADMIN are needed)" : "");
+  for (const auto& e : snapshot.errors) {
+    std::fprintf(stderr, "  %s: %s\n", std::string(e.source()).c_str(), e.message.c_str());
+  }
+}
+
+void LogSourceChanges(const std::vector<SourceChange>& changes) {
+  for (const SourceChange& change : changes) {
+    if (change.kind == SourceChange::Kind::kDegraded) {
+      spdlog::warn("source degraded: {}: {}", SourceKindName(change.source), change.message);
+    } else {
+      spdlog::info("source recovered: {}", SourceKindName(change.source));
+    }
+  }
+}
+
+bool UseColor(const std::string& mode) {
+  if (mode == "always") return true;
+  if (mode == "never") return false;
+  return ::isatty(STDOUT_FILENO) && std::getenv("NO_COLOR") == nullptr;
+}
+
+// Returns nullopt when the flag set asked for help or failed (after printing), else continues.
+std::optional<int> ParseOrExit(FlagSet& flags, const std::vector<std::string>& args,
+                               const LayerConfig* layers, const std::string& output,
+                               const std::vector<std::string>& formats) {
+  if (auto err = flags.Parse(args)) {
+    std::fprintf(stderr, "ambient-doctor: %s\n", err->c_str());
+    return kExitScanFailed;
+  }
+  // A flags file (--config, or the lab's own with --lab) is a lower layer: parse it, then the
+  // command line again so that its flags win.
+  std::optional<std::string> config_file;
+  if (layers != nullptr && !layers->config.empty()) {
+    config_file = layers->config;
+  } else if (layers != nullptr && (layers->lab || flags.Given("lab-prefix"))) {
+    config_file = LabFlagsPath(layers->lab_prefix);
+  }
+  if (config_file && !flags.help()) {
+    Result<std::vector<std::string>> file_args = ReadFlagsFile(*config_file);
+    if (!file_args.ok()) {
+      std::fprintf(stderr, "ambient-doctor: %s\n", file_args.error().message.c_str());
+      if (layers->config.empty()) {
+        std::fprintf(stderr, "ambient-doctor: is the lab up? (scripts/lab up --prefix %s)\n",
+                     layers->lab_prefix.c_str());
+      }
+      return kExitScanFailed;
+    }
+    if (auto err = flags.Parse(*file_args)) {
+      std::fprintf(stderr, "ambient-doctor: %s: %s\n", config_file->c_str(), err->c_str());
+      return kExitScanFailed;
+    }
+    (void)flags.Parse(args);  // parsed once already
+  }
+  if (flags.help()) {
+    std::fputs(flags.Usage().c_str(), stdout);
+    return 0;
+  }
+  if (auto error = flags.PositionalError()) {
+    std::fprintf(stderr, "ambient-doctor: %s\n", error->c_str());
+    return kExitScanFailed;
+  }
+  if (std::find(formats.begin(), formats.end(), output) == formats.end()) {
+    std::string allowed;
+    for (const auto& f : formats) allowed += (allowed.empty() ? "" : ", ") + f;
+    std::fprintf(stderr, "ambient-doctor: unknown output format \"%s\" (one of: %s)\n",
+                 output.c_str(), allowed.c_str());
+    return kExitScanFailed;
+  }
+  return std::nullopt;
+}
+
+std::optional<int> ParseScanCommand(FlagSet& flags, const std::vector<std::string>& args,
+                                    ScanConfig& config) {
+  if (auto rc = ParseOrExit(flags, args, &config.layers, config.common.output)) return rc;
+  SetupLogging(config.common.log_level);
+  if (auto error = FinishScanConfig(config)) {
+    std::fprintf(stderr, "ambient-doctor: %s\n", error->c_str());
+    return kExitScanFailed;
+  }
+  return std::nullopt;
+}
+
+void AddClientFlags(FlagSet& flags, ClientConfig& config) {
+  flags.Add({.name = "local",
+             .help = "Scan locally even when the daemon (serve) answers on --api-socket."},
+            &config.local);
+  flags.Add({.name = "api-socket",
+             .value_name = "PATH",
+             .help = "The daemon's gRPC socket. Used when it exists and answers (within ~2 s); "
+                     "else the command scans locally and says why."},
+            &config.api_socket);
+}
+
+namespace {
+
+// Flags that pick what a scan covers or how it judges. The daemon scans its own configured scope,
+// so with any of them on the command line the command scans locally (or, with an explicit
+// --api-socket, refuses). --lab and --lab-prefix select the lab node, never the daemon's. A
+// --config file is not one of them: it is the node's shared agent flags (the DaemonSet's
+// agent.flags, which serve reads too), so its scope is taken to be the daemon's.
+constexpr const char* kScanScopeFlags[] = {"lab",
+                                           "lab-prefix",
+                                           "proc-root",
+                                           "no-proc",
+                                           "netns-dir",
+                                           "host-netns",
+                                           "netns-match",
+                                           "zds-socket",
+                                           "host-root",
+                                           "cri-endpoint",
+                                           "no-cri",
+                                           "no-zds",
+                                           "ztunnel-admin-port",
+                                           "ztunnel-netns",
+                                           "zds-stall-threshold",
+                                           "no-probe-path",
+                                           "probe-path-threshold",
+                                           "cni-conf-dir",
+                                           "no-nft-probe",
+                                           "cert-expiry-warning"};
+
+}  // namespace
+
+// Says why the command works without the daemon: a warning when a socket was there but failed
+// (stale, hung, not gRPC), else only at info level (no daemon on this node, --local).
+void LogFallback(const DaemonChoice& choice, const std::string& what) {
+  if (choice.daemon_failed) {
+    spdlog::warn("{} locally: {}", what, choice.fallback_reason);
+  } else {
+    spdlog::info("{} locally: {}", what, choice.fallback_reason);
+  }
+}
+
+// `scoped`: the command scans a node (report, watch); rules reads one netns by path. `args` is
+// the command line (scope flags count only there, not in a --config file).
+DaemonChoice ChooseDaemon(const FlagSet& flags, const ClientConfig& config,
+                          const std::string& command, bool scoped) {
+  DaemonChoice choice;
+  if (config.local) {
+    choice.fallback_reason = "--local";
+    return choice;
+  }
+  std::string scope;
+  for (const char* name : kScanScopeFlags) {
+    if (scoped && flags.Given(name)) scope += (scope.empty() ? "--" : ", --") + std::string(name);
+  }
+  if (!scope.empty()) {
+    if (flags.Given("api-socket")) {
+      std::fprintf(stderr,
+                   "ambient-doctor %s: %s set a scan scope, which the daemon does not take (it "
+                   "scans its own); drop them to ask the daemon, or drop --api-socket (or add "
+                   "--local) to scan locally\n",
+                   command.c_str(), scope.c_str());
+      choice.refused = true;
+      return choice;
+    }
+    choice.fallback_reason = "scan-scope flags " + scope + " given; the daemon scans its own scope";
+    return choice;
+  }
+  choice.socket = config.api_socket;
+  client::ClientOptions options;
+  options.socket_path = choice.socket;
+  Result<std::unique_ptr<client::ApiClient>> connected = client::ApiClient::Connect(options);
+  if (!connected.ok()) {
+    choice.fallback_reason = connected.error().message;
+    choice.daemon_failed = connected.error().error_number != ENOENT;
+    return choice;
+  }
+  choice.client = std::move(connected).value();
+  return choice;
+}
+
+int64_t NowUnixMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace ad::cli

@@ -1,0 +1,114 @@
+// What the commands share: their common configuration structs and flag groups, the flags-file
+// layering (--config, --lab), the engine's configuration from the scan flags, the daemon-or-local
+// choice and a few output helpers.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cli/flags.h"
+#include "client/api_client.h"
+#include "engine/engine.h"
+
+namespace ad::cli {
+
+// -o and --log-level.
+struct CommonConfig {
+  std::string output = "table";
+  std::string log_level = "warn";
+};
+
+// --config and --lab: a flags file parsed under the command line.
+struct LayerConfig {
+  std::string config;
+  bool lab = false;
+  std::string lab_prefix = "adlab";
+};
+
+// What report, watch and serve scan, and how they judge it. The flags bound to `engine`'s fields
+// take their defaults from EngineConfig; FinishScanConfig applies the rest to it.
+struct ScanConfig {
+  EngineConfig engine;
+  LayerConfig layers;
+  CommonConfig common;
+  bool no_proc = false;
+  bool no_cri = false;
+  bool no_probe_path = false;
+  bool no_nft_probe = false;
+  bool no_zds = false;
+  int ztunnel_admin_port = EngineConfig{}.ztunnel_admin_port;
+  std::string cni_conf_dir = EngineConfig{}.cni_conf_dir;  // or "off"
+  std::string probe_path_threshold = "10s";
+  std::string zds_stall_threshold = "30s";
+  std::string cert_expiry_warning = "1h";
+  std::string color = "auto";
+};
+
+// --local and --api-socket: whether and where to ask the daemon.
+struct ClientConfig {
+  bool local = false;
+  std::string api_socket = client::kDefaultApiSocket;
+};
+
+// Port numbers as flag values (a repeatable port flag's default).
+std::vector<std::string> PortTexts(const std::vector<uint16_t>& ports);
+
+// Where `scripts/lab up` writes the flags that scan its node.
+std::string LabFlagsPath(const std::string& prefix);
+void SetupLogging(const std::string& level);
+
+// Flag groups.
+void AddCommonFlags(FlagSet& flags, CommonConfig& config);  // -o, --log-level
+// Discovery, node sources, --config/--lab, common, --workers, --color.
+void AddScanFlags(FlagSet& flags, ScanConfig& config);
+void AddClientFlags(FlagSet& flags, ClientConfig& config);  // --local, --api-socket
+
+// "30s", "500ms", "2m", "1h"; a bare number is seconds.
+std::optional<int64_t> ParseDurationMs(const std::string& text);
+// A positive duration flag's value; nullopt after explaining on stderr.
+std::optional<int64_t> PositiveDuration(const std::string& name, const std::string& text,
+                                        const std::string& example);
+// Applies the scan flags to config.engine; an error message on bad values.
+std::optional<std::string> FinishScanConfig(ScanConfig& config);
+
+// Parses `args` (over a --config or --lab flags file when `layers` has one). Returns the exit code
+// when the command should end now (help printed, or an error explained on stderr), else nullopt.
+std::optional<int> ParseOrExit(FlagSet& flags, const std::vector<std::string>& args,
+                               const LayerConfig* layers, const std::string& output,
+                               const std::vector<std::string>& formats = {"table", "json"});
+
+// ParseOrExit for a command that scans (report, watch), then its logging and FinishScanConfig.
+std::optional<int> ParseScanCommand(FlagSet& flags, const std::vector<std::string>& args,
+                                    ScanConfig& config);
+
+void ExplainUnusableScan(const NodeSnapshot& snapshot);
+void LogSourceChanges(const std::vector<SourceChange>& changes);
+bool UseColor(const std::string& mode);
+int64_t NowUnixMs();
+
+// Whether to ask the daemon: a connected client, or why not (the local scan's note).
+struct DaemonChoice {
+  std::unique_ptr<client::ApiClient> client;
+  std::string socket;           // the socket tried, "" when none was
+  std::string fallback_reason;  // why the command scans locally
+  bool daemon_failed = false;   // a socket was there but no usable daemon behind it
+  bool refused = false;         // contradictory flags: explained on stderr, exit 2
+};
+// Says why the command works without the daemon (a warning when a socket was there but failed).
+void LogFallback(const DaemonChoice& choice, const std::string& what);
+// `scoped`: the command scans a node (report, watch); rules reads one netns by path. Scope flags
+// count only on the command line (FlagSet::Given), not in a --config file.
+DaemonChoice ChooseDaemon(const FlagSet& flags, const ClientConfig& config,
+                          const std::string& command, bool scoped = true);
+
+// The commands (one file each).
+int RunReport(const std::vector<std::string>& args);
+int RunWatch(const std::vector<std::string>& args);
+int RunServe(const std::vector<std::string>& args, const std::string& version);
+int RunRules(const std::vector<std::string>& args);
+int RunFindings(const std::vector<std::string>& args);
+
+}  // namespace ad::cli
