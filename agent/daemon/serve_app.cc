@@ -7,9 +7,9 @@
 #include <stop_token>
 #include <utility>
 
+#include "base/thread_name.h"
 #include "daemon/bypass_feed.h"
 #include "scan/netns_read.h"
-#include "sources/thread_name.h"
 
 namespace ad {
 namespace {
