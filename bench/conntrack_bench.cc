@@ -1,4 +1,4 @@
-// The probe path's cost (issue 10): the ctnetlink dump of unreplied probe connections.
+// The probe path's cost: the ctnetlink dump of unreplied probe connections.
 //   1. dump cost in a test netns: an idle table, then 100 000 unrelated entries, with the kernel
 //      filter (CTA_FILTER on the reply tuple + CTA_STATUS) vs without (the whole table parsed in
 //      user space, what a kernel refusing the filter gets);

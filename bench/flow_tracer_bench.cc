@@ -1,4 +1,4 @@
-// The HBONE flow tracer's overhead (issue 8 §4): a connect/accept/close loop on 127.0.0.1 inside
+// The HBONE flow tracer's overhead: a connect/accept/close loop on 127.0.0.1 inside
 // a fresh netns, side by side in one run, interleaved: no tracer, tracer loaded but the loop on a
 // filtered-out port, tracer on the traced port; mesh-bypass mode with the loop's netns not
 // watched (250 other netns in the map) and watched (any port; ztunnel's capture port 15001), 15001

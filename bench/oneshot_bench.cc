@@ -4,25 +4,25 @@
 //
 //   oneshot_bench [--pods 250] [--runs 15] [--sample 20] [--prefix adshot] [--compare BINARY]
 //                 [--compare-args "FLAG ..."]
-//   oneshot_bench --issue10-runs N [--pods 250] [--prefix adshot] [--fault KIND[:POD]]...
+//   oneshot_bench --cause-check-runs N [--pods 250] [--prefix adshot] [--fault KIND[:POD]]...
 //
 // --compare times another ambient-doctor build (e.g. an older commit) the same way, interleaved
 // with this one, so a before/after pair shares the machine's load. --compare-args adds report
 // flags to the compared runs (space-separated), e.g. the same binary with a check turned off:
 //   --compare build/agent/ambient-doctor --compare-args "--cni-conf-dir off --no-nft-probe"
 //
-// --issue10-runs N measures instead what issue 10's checks add to one one-shot scan: a --zds lab
+// --cause-check-runs N measures instead what the cause checks add to one one-shot scan: a --zds lab
 // with the kubelet prober (so every check has its inputs: in-pod listeners, ztunnel, conntrack
 // entries, the lab host's CNI config and nft), then N rounds of a fresh in-process scan + analysis
 // (sources composed anew each time, as a `report` does) per arm, arms interleaved and rotated:
-// every issue 10 check off, all on, all on but the conntrack read, all on but ztunnel's resources.
+// every cause check off, all on, all on but the conntrack read, all on but ztunnel's resources.
 // Prints median, quartiles and range of wall and CPU time per arm, and the paired per-round
 // difference. --fault adds a lab fault, e.g. probe-unreplied:0 (entries stay in the lab host's
 // conntrack, so every scan walks the hash, as on a node whose host netns always has entries).
 //
 // Needs root: brings up a lab of N pods (Istio default v4 rules with DNS capture, iptables-nft)
-// plus a one-netns lab for start-up, and removes both. Prints; never asserts. Targets (issue 6
-// §5) are shown as information.
+// plus a one-netns lab for start-up, and removes both. Prints; never asserts. Targets are
+// shown as information.
 #include <unistd.h>
 
 #include <algorithm>
@@ -63,8 +63,8 @@ struct Flags {
   std::string prefix = "adshot";
   std::string compare;                    // another ambient-doctor binary, timed alongside
   std::vector<std::string> compare_args;  // extra report flags of the compared runs
-  int issue10_runs = 0;                   // >0: the issue 10 on/off comparison only
-  std::vector<lab::FaultSpec> faults;     // --fault KIND[:POD] (issue 10 mode's lab)
+  int cause_check_runs = 0;               // >0: the cause checks' on/off comparison only
+  std::vector<lab::FaultSpec> faults;     // --fault KIND[:POD] (cause-check mode's lab)
 };
 
 std::optional<Flags> ParseFlags(int argc, char** argv) {
@@ -83,8 +83,8 @@ std::optional<Flags> ParseFlags(int argc, char** argv) {
       flags.prefix = value;
     } else if (argument == "--compare") {
       flags.compare = value;
-    } else if (argument == "--issue10-runs") {
-      flags.issue10_runs = std::max(1, std::atoi(value));
+    } else if (argument == "--cause-check-runs") {
+      flags.cause_check_runs = std::max(1, std::atoi(value));
     } else if (argument == "--fault") {
       Result<lab::FaultSpec> fault = lab::ParseFault(value);
       if (!fault.ok()) return std::nullopt;
@@ -198,9 +198,9 @@ Floor MeasureFloor(const std::string& floor_path, const std::string& prefix, int
 
 std::string Verdict(bool met) { return met ? "met" : "MISSED"; }
 
-// The engine config `report --lab-prefix` builds from the lab's flags file, with issue 10's
+// The engine config `report --lab-prefix` builds from the lab's flags file, with the cause checks'
 // node sources switched by `arm`.
-struct Issue10Arm {
+struct CauseCheckArm {
   const char* name;
   bool in_pod_dns = true;  // UDP 15053 lookups (DNS_CAPTURE_BROKEN); lo is read with routes
   bool conntrack = true;   // PROBE_PATH_BROKEN
@@ -209,7 +209,7 @@ struct Issue10Arm {
   bool nft = true;  // NFT_BACKEND_UNUSABLE
 };
 
-EngineConfig Issue10Config(const lab::LabNode& node, const Issue10Arm& arm) {
+EngineConfig CauseCheckConfig(const lab::LabNode& node, const CauseCheckArm& arm) {
   EngineConfig config;
   config.discovery.proc_root.clear();
   config.discovery.netns_dirs = {"/run/netns"};
@@ -245,7 +245,7 @@ Spread SpreadOf(std::vector<double> values) {
   return s;
 }
 
-int Issue10Main(const Flags& flags) {
+int CauseCheckMain(const Flags& flags) {
   lab::LabOptions options = IstioDefaultLab(flags.prefix, flags.pods);
   options.zds = true;
   options.kubelet_prober = true;
@@ -258,14 +258,14 @@ int Issue10Main(const Flags& flags) {
     std::fprintf(stderr, "oneshot_bench: lab up failed: %s\n", lab.error().message.c_str());
     return 1;
   }
-  const std::vector<Issue10Arm> arms = {
-      {.name = "every issue 10 check off",
+  const std::vector<CauseCheckArm> arms = {
+      {.name = "every cause check off",
        .in_pod_dns = false,
        .conntrack = false,
        .ztunnel_resources = false,
        .cni = false,
        .nft = false},
-      {.name = "every issue 10 check on (report default)"},
+      {.name = "every cause check on (report default)"},
       {.name = "on, but no conntrack read", .conntrack = false},
       {.name = "on, but no ztunnel resources", .ztunnel_resources = false},
   };
@@ -278,7 +278,7 @@ int Issue10Main(const Flags& flags) {
   std::vector<Samples> samples(arms.size());
   const std::string load_at_start = LoadAverage();
   const auto once = [&](size_t a, bool keep) {
-    const EngineConfig config = Issue10Config(lab.node(), arms[a]);
+    const EngineConfig config = CauseCheckConfig(lab.node(), arms[a]);
     const double cpu_start = ProcessCpuMilliseconds();
     const Clock::time_point start = Clock::now();
     const ScanOptions scan = ComposeScan(config);
@@ -305,13 +305,13 @@ int Issue10Main(const Flags& flags) {
     }
   };
   for (size_t a = 0; a < arms.size(); ++a) once(a, false);  // warm-up: caches, lab settling
-  for (int round = 0; round < flags.issue10_runs && !Interrupted(); ++round) {
+  for (int round = 0; round < flags.cause_check_runs && !Interrupted(); ++round) {
     for (size_t k = 0; k < arms.size(); ++k) once((k + round) % arms.size(), true);
   }
   std::printf(
-      "\n=== oneshot_bench --issue10-runs %d: %d pods + host, ZDS lab, scan + analysis in-process, "
+      "\n=== oneshot_bench --cause-check-runs %d: %d pods + host, ZDS lab, scan + analysis in-process, "
       "2 workers ===\nload average: %s at start, %s at end (2 CPUs)\n\n",
-      flags.issue10_runs, flags.pods, load_at_start.c_str(), LoadAverage().c_str());
+      flags.cause_check_runs, flags.pods, load_at_start.c_str(), LoadAverage().c_str());
   std::printf("%-44s %28s %28s  %s\n", "arm", "wall ms: median [p25-p75] min-max",
               "CPU ms: median [p25-p75] min-max", "findings");
   std::vector<Spread> wall(arms.size()), cpu(arms.size());
@@ -327,7 +327,7 @@ int Issue10Main(const Flags& flags) {
     return s[a].median - s[0].median;
   };
   std::printf(
-      "\nadded by every issue 10 check: wall %+.1f ms (%+.1f %%), CPU %+.1f ms (%+.1f %%)\n",
+      "\nadded by every cause check: wall %+.1f ms (%+.1f %%), CPU %+.1f ms (%+.1f %%)\n",
       added(1, wall), 100 * added(1, wall) / wall[0].median, added(1, cpu),
       100 * added(1, cpu) / cpu[0].median);
   // Per round, the arms ran back to back: the paired difference cancels the load's drift.
@@ -357,7 +357,7 @@ int Issue10Main(const Flags& flags) {
       "read %+.1f ms [%+.1f..%+.1f], ztunnel resources %+.1f ms [%+.1f..%+.1f]\n",
       conntrack_cpu.median, conntrack_cpu.p25, conntrack_cpu.p75, resources_cpu.median,
       resources_cpu.p25, resources_cpu.p75);
-  std::printf("target (issue 10): <= 10 %% of the scan: %s (CPU), %s (wall)\n",
+  std::printf("target: <= 10 %% of the scan: %s (CPU), %s (wall)\n",
               Verdict(added(1, cpu) <= 0.10 * cpu[0].median).c_str(),
               Verdict(added(1, wall) <= 0.10 * wall[0].median).c_str());
   return Interrupted() ? 130 : 0;
@@ -368,7 +368,7 @@ int Main(int argc, char** argv) {
   if (!flags) {
     std::fprintf(stderr,
                  "usage: oneshot_bench [--pods 250] [--runs 15] [--sample 20] [--prefix adshot] "
-                 "[--compare BINARY] [--compare-args \"FLAG ...\"] [--issue10-runs N [--fault "
+                 "[--compare BINARY] [--compare-args \"FLAG ...\"] [--cause-check-runs N [--fault "
                  "KIND[:POD]]...]\n");
     return 2;
   }
@@ -378,7 +378,7 @@ int Main(int argc, char** argv) {
   }
   for (int signal_number : {SIGINT, SIGTERM, SIGHUP})
     std::signal(signal_number, OnTerminationSignal);
-  if (flags->issue10_runs > 0) return Issue10Main(*flags);
+  if (flags->cause_check_runs > 0) return CauseCheckMain(*flags);
   const fs::path build_dir = fs::path(SelfPath()).parent_path().parent_path();
   const std::string doctor = (build_dir / "agent" / "ambient-doctor").string();
   const std::string floor_program = (build_dir / "bench" / "nft_dump_floor").string();
@@ -534,7 +534,7 @@ int Main(int argc, char** argv) {
               shell.mean_netns_ms * 1000 / floor.per_netns_us);
   std::printf("%-52s %8.0fx\n", "shell-out per netns / scan per netns",
               shell.mean_netns_ms * 1000 / scan_per_netns_us);
-  std::printf("\ntargets (issue 6 §5; information, not assertions)\n");
+  std::printf("\ntargets (information, not assertions)\n");
   std::printf(
       "  report json <= 40 ms: %s; report table <= 40 ms: %s; start-up (1-netns report) <= 5 ms: "
       "%s; scan per netns within 1.5x of the floor: %s\n",

@@ -1,4 +1,4 @@
-// Pod churn under the node daemon (issue 7 §6): `ambient-doctor serve` (the real binary, default
+// Pod churn under the node daemon: `ambient-doctor serve` (the real binary, default
 // flags) on a ZDS lab while pods are added and removed through cni-sim (rules + hand-off to
 // ztunnel-sim, the way istio-cni does it) at --rate changes per second for --seconds, in one
 // cni-sim batch every --batch-ms. An observer asks GetReport every --poll-ms and records, per

@@ -1,4 +1,4 @@
-// Drift latency through the daemon's gRPC API (issue 7 §6): the real `ambient-doctor serve`
+// Drift latency through the daemon's gRPC API: the real `ambient-doctor serve`
 // binary, default flags, on a lab node (250 iptables-nft pods, plus one native-nft pod and one
 // iptables-legacy pod added with lab::AddPod); a C++ WatchFindings client. Each trial deletes
 // the outbound 15001 REDIRECT of one pod (`ip netns exec POD iptables-nft -t nat -D ...`, or

@@ -1,4 +1,4 @@
-// Soak of the node daemon (issue 7 §5): `ambient-doctor serve` (the real binary, default flags)
+// Soak of the node daemon: `ambient-doctor serve` (the real binary, default flags)
 // on a ZDS lab whose pods are churned continuously through cni-sim (one add and one delete per
 // churn period: 2 changes/s by default), sampled every --sample-seconds: RSS, open fds, threads,
 // the nsfs fds the daemon holds and, for each of its sockets, the netns it lives in (from outside

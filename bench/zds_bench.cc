@@ -40,7 +40,7 @@ double Median(std::vector<double> v) {
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
-// `with_resources` (issue 10): also ztunnel's fds, limits and CLOSE_WAIT sockets, as ComposeScan
+// `with_resources`: also ztunnel's fds, limits and CLOSE_WAIT sockets, as ComposeScan
 // adds them.
 ScanOptions LabScan(const lab::LabNode& node, bool with_zds, bool with_resources = false) {
   ScanOptions scan;
@@ -162,7 +162,7 @@ int Main(int argc, char** argv) {
         with_resources, with_resources - with_zds, 100.0 * (with_resources - with_zds) / with_zds);
     std::printf("  report binary: %s\n", ProbeRss(doctor, lab.node().prefix).c_str());
 
-    // The resource source alone on one ZDS snapshot (issue 10): scan-to-scan noise on a shared
+    // The resource source alone on one ZDS snapshot: scan-to-scan noise on a shared
     // machine is larger than its cost, so it is timed on its own (steady state: the first
     // collection of a process counts no CLOSE_WAIT and is left out).
     {

@@ -1,1 +1,1 @@
-// Keeps ad_proto non-empty until the first .proto file lands.
+// Keeps ad_proto non-empty even if no .proto file generated sources for it.

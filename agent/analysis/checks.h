@@ -65,7 +65,7 @@ std::vector<Finding> CheckInpodPrerequisites(const InpodContext& context);
 void CheckProbePath(const NodeSnapshot& snapshot, const std::vector<NetnsIstioState>& states,
                     const AnalysisOptions& options, History& history,
                     std::vector<Finding>& findings);
-// issue 10, CNI chain group (cni_checks.cc): CNI_CHAIN_BROKEN from snapshot.cni, after the ZDS
+// CNI chain group (cni_checks.cc): CNI_CHAIN_BROKEN from snapshot.cni, after the ZDS
 // columns of `netns` are filled.
 void CheckCniChain(const NodeSnapshot& snapshot, const std::vector<NetnsClassification>& netns,
                    const AnalysisOptions& options, std::vector<Finding>& findings);

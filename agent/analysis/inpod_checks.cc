@@ -1,4 +1,4 @@
-// In-pod prerequisites of ztunnel's proxy (issue 10): DNS_CAPTURE_BROKEN and INPOD_PROXY_BLOCKED.
+// In-pod prerequisites of ztunnel's proxy: DNS_CAPTURE_BROKEN and INPOD_PROXY_BLOCKED.
 // ztunnel's DNS proxy listens on TCP+UDP 15053 on localhost: 127.0.0.1, and ::1 when IPv6 is
 // usable in the pod netns (zds-and-ztunnel §7.1). The port-53 REDIRECTs of Istio's DNS capture
 // (istio-redirect-rules N8/N9) send a pod's DNS there; a missing listener or a half rule set

@@ -52,7 +52,7 @@ struct EngineConfig {
   // whole conntrack hash, shared by all netns (~10 ms CPU on a loaded 2-core VM): `serve` reads
   // it at most every 15 s instead of every poll.
   int64_t probe_conntrack_min_interval_ms = 0;
-  // issue 10, CNI chain group. The CNI config directory, a host path under host_root; empty:
+  // CNI chain group. The CNI config directory, a host path under host_root; empty:
   // not read (--cni-conf-dir off).
   std::string cni_conf_dir = "/etc/cni/net.d";
   // The nftables userspace check (version, JSON support, a probe in a throwaway netns).

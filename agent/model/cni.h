@@ -1,4 +1,4 @@
-// Snapshot data of the node's CNI configuration (issue 10, CNI_CHAIN_BROKEN) and of its nftables
+// Snapshot data of the node's CNI configuration (CNI_CHAIN_BROKEN) and of its nftables
 // userspace (NFT_BACKEND_UNUSABLE). Plain data, filled by read-only sources; analysis judges.
 #pragma once
 

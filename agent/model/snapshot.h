@@ -148,7 +148,7 @@ struct NodeSnapshot {
 
   // Kubelet probe connections in the host netns's conntrack (probe path source; empty when off).
   ProbeConntrackState probe_conntrack;
-  // issue 10, CNI chain group: the CNI config directory and the nftables userspace.
+  // CNI chain group: the CNI config directory and the nftables userspace.
   CniConfigState cni;
   NftUserspaceState nft_userspace;
 

@@ -29,7 +29,7 @@ struct InspectorOptions {
   // (≈ 20 µs per netns). The `rules` listing reads everything.
   bool ipsets_in_host_only = false;
   // ztunnel's UDP 15053 DNS listeners, looked up where it has in-pod TCP listeners
-  // (DNS_CAPTURE_BROKEN). Off only for benches measuring the cost of issue 10's checks.
+  // (DNS_CAPTURE_BROKEN). Off only for benches measuring the cost of the cause checks.
   bool dns_udp_listeners = true;
 };
 

@@ -1,4 +1,4 @@
-// The alerts proven live (issue 9 §2, §3): Debian's real prometheus and prometheus-alertmanager on
+// The alerts proven live: Debian's real prometheus and prometheus-alertmanager on
 // loopback scrape the real `ambient-doctor serve` on a lab node; a ZDS deadlock and a backend flip
 // injected into the lab raise AmbientZdsStall and AmbientRedirectMixedBackend (pending, firing,
 // in Alertmanager, resolved after the repair); every dashboard and rule expression references

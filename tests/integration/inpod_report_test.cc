@@ -1,4 +1,4 @@
-// Issue 10, in-pod prerequisites, end to end on the real kernel: the lab with cni-sim and
+// In-pod prerequisites, end to end on the real kernel: the lab with cni-sim and
 // ztunnel-sim, the real ambient-doctor binary and its JSON. dns-no-listener must give exactly
 // DNS_CAPTURE_BROKEN in its pod, no-lo-v6 exactly INPOD_PROXY_BLOCKED (plus the ZDS_PENDING it
 // causes) in its pod, and the healthy lab nothing. The readers are also driven directly: the

@@ -1,4 +1,4 @@
-// issue 10, ztunnel health, on the real kernel: the lab faults ztunnel-fd-pressure and
+// ztunnel health, on the real kernel: the lab faults ztunnel-fd-pressure and
 // cert-unavailable give exactly their finding in exactly their netns (the real binary, its JSON),
 // CLOSE_WAIT sockets that a ztunnel-like process accumulates across scans become
 // ZTUNNEL_RESOURCE_PRESSURE once they grew for 3 scans, and a ztunnel pid that is gone when its

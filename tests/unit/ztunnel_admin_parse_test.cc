@@ -261,7 +261,7 @@ TEST(ParseMetrics, AbsentMetricsStayUnset) {
   EXPECT_EQ(truncated.active_proxy_count, 4);
 }
 
-// issue 10: certificates (ZTUNNEL_CERT_UNHEALTHY).
+// Certificates (ZTUNNEL_CERT_UNHEALTHY).
 TEST(ParseConfigDump, Certificates) {
   auto dump = ParseConfigDump(R"({"certificates": [
     {"identity": "spiffe://cluster.local/ns/demo/sa/web", "state": "Unavailable: no CA",

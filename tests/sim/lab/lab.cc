@@ -788,15 +788,15 @@ const std::vector<FaultKind>& ZdsFaultKinds() {
       FaultKind::kZdsDeadlock, FaultKind::kZdsSlowAck, FaultKind::kZdsDropAdds,
       FaultKind::kZtunnelNoListeners, FaultKind::kZtunnelNack, FaultKind::kZtunnelCrash,
       FaultKind::kStaleWorkload, FaultKind::kRedirectMissing,
-      // issue 10, in-pod prerequisites:
+      // In-pod prerequisites:
       FaultKind::kDnsNoListener, FaultKind::kNoLoV6,
-      // issue 10, ztunnel health:
+      // ztunnel health:
       FaultKind::kZtunnelFdPressure, FaultKind::kCertUnavailable};
   return kinds;
 }
 
 const std::vector<FaultKind>& NodeFileFaultKinds() {
-  // issue 10, CNI chain group:
+  // CNI chain group:
   static const std::vector<FaultKind> kinds = {FaultKind::kCniChainMissing};
   return kinds;
 }
@@ -818,7 +818,7 @@ Result<FaultSpec> ParseFault(std::string_view text) {
   FaultSpec spec;
   std::vector<FaultKind> kinds = AllFaultKinds();
   kinds.insert(kinds.end(), ZdsFaultKinds().begin(), ZdsFaultKinds().end());
-  kinds.push_back(FaultKind::kProbeUnreplied);  // issue 10, probe path
+  kinds.push_back(FaultKind::kProbeUnreplied);  // probe path
   kinds.insert(kinds.end(), NodeFileFaultKinds().begin(), NodeFileFaultKinds().end());
   const auto kind = std::find_if(kinds.begin(), kinds.end(),
                                  [name](FaultKind k) { return FaultName(k) == name; });

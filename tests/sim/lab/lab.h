@@ -40,14 +40,14 @@ enum class FaultKind : uint8_t {
   kZtunnelCrash,        // ztunnel-sim exits after the snapshot; pods keep rules, lose listeners
   kStaleWorkload,       // pod netns deleted after hand-off (Del missed); ztunnel-sim keeps it
   kRedirectMissing,     // pod served by ztunnel-sim but without Istio in-pod rules
-  // issue 10, in-pod prerequisites (ZDS faults):
+  // In-pod prerequisites (ZDS faults):
   kDnsNoListener,  // ztunnel-sim opens 15001/15006/15008 but not the DNS proxy's 15053
   kNoLoV6,         // the pod's lo has no ::1 (IPv6 enabled): ztunnel-sim cannot bind [::1]:15053
-  // Issue 10, probe path (starts kubelet-prober):
+  // Probe path (starts kubelet-prober):
   kProbeUnreplied,  // the pod's replies to the probe SNAT address are blackholed
-  // issue 10, CNI chain group:
+  // CNI chain group:
   kCniChainMissing,  // the lab host's CNI conflist lacks istio-cni (the primary CNI rewrote it)
-  // issue 10, ztunnel health:
+  // ztunnel health:
   kZtunnelFdPressure,  // ztunnel-sim with a low RLIMIT_NOFILE and 90 % of it open
   kCertUnavailable,    // the pod has its own service account; ztunnel-sim's cert for it is
                        // Unavailable
@@ -56,7 +56,7 @@ std::string_view FaultName(FaultKind kind);  // "flip", "dup-jump", ...
 // The netfilter faults (visible in rules); ZdsFaultKinds() need the emulators.
 const std::vector<FaultKind>& AllFaultKinds();
 const std::vector<FaultKind>& ZdsFaultKinds();
-// Faults in the lab host's files (its host root), seen by node sources (issue 10).
+// Faults in the lab host's files (its host root), seen by node sources.
 const std::vector<FaultKind>& NodeFileFaultKinds();
 bool IsZdsFault(FaultKind kind);
 // Faults of the node rather than of one pod (host-enrolled, zds-deadlock, zds-slow-ack,
@@ -180,7 +180,7 @@ std::string LabManifestPath(const std::string& prefix);
 std::string LabAgentFlagsPath(const std::string& prefix);
 std::string LabAgentFlags(const LabNode& node);
 
-// The lab host's CNI config (issue 10): <host root>/etc/cni/net.d/10-<prefix>.conflist chaining
+// The lab host's CNI config: <host root>/etc/cni/net.d/10-<prefix>.conflist chaining
 // ptp -> portmap (-> istio-cni with its kubeconfig ZZZ-istio-cni-kubeconfig), written atomically
 // (rename), as a primary CNI rewrites its conflist. Tests break and restore the chain with it.
 std::string LabHostRoot(const std::string& prefix);
