@@ -309,8 +309,9 @@ int CauseCheckMain(const Flags& flags) {
     for (size_t k = 0; k < arms.size(); ++k) once((k + round) % arms.size(), true);
   }
   std::printf(
-      "\n=== oneshot_bench --cause-check-runs %d: %d pods + host, ZDS lab, scan + analysis in-process, "
-      "2 workers ===\nload average: %s at start, %s at end (2 CPUs)\n\n",
+      "\n=== oneshot_bench --cause-check-runs %d: %d pods + host, ZDS lab, "
+      "scan + analysis in-process, 2 workers ===\n"
+      "load average: %s at start, %s at end (2 CPUs)\n\n",
       flags.cause_check_runs, flags.pods, load_at_start.c_str(), LoadAverage().c_str());
   std::printf("%-44s %28s %28s  %s\n", "arm", "wall ms: median [p25-p75] min-max",
               "CPU ms: median [p25-p75] min-max", "findings");
@@ -326,10 +327,9 @@ int CauseCheckMain(const Flags& flags) {
   const auto added = [&](size_t a, const std::vector<Spread>& s) {
     return s[a].median - s[0].median;
   };
-  std::printf(
-      "\nadded by every cause check: wall %+.1f ms (%+.1f %%), CPU %+.1f ms (%+.1f %%)\n",
-      added(1, wall), 100 * added(1, wall) / wall[0].median, added(1, cpu),
-      100 * added(1, cpu) / cpu[0].median);
+  std::printf("\nadded by every cause check: wall %+.1f ms (%+.1f %%), CPU %+.1f ms (%+.1f %%)\n",
+              added(1, wall), 100 * added(1, wall) / wall[0].median, added(1, cpu),
+              100 * added(1, cpu) / cpu[0].median);
   // Per round, the arms ran back to back: the paired difference cancels the load's drift.
   const auto paired = [&](const std::vector<double> Samples::*series, size_t with = 1,
                           size_t without = 0) {

@@ -188,8 +188,9 @@ int Main(int argc, char** argv) {
     const std::string path = "/run/netns/" + name;
     struct stat st {};
     if (::stat(path.c_str(), &st) != 0) continue;
-    if (auto error = monitor.Watch(NetnsRecord{.inode = st.st_ino, .paths = {path}})) {
-      std::fprintf(stderr, "watch %s: %s\n", name.c_str(), error->message.c_str());
+    if (Status watched = monitor.Watch(NetnsRecord{.inode = st.st_ino, .paths = {path}});
+        !watched.ok()) {
+      std::fprintf(stderr, "watch %s: %s\n", name.c_str(), watched.error().message.c_str());
       continue;
     }
     if (name.find("-pod-") != std::string::npos) pods.emplace_back(name, st.st_ino);

@@ -143,7 +143,7 @@ Result<std::vector<UniqueX509>> CertificatesOf(const std::string& what, const st
 
 // Why gRPC could not bind `address`: binds a socket of our own the way gRPC does (SO_REUSEADDR,
 // no SO_REUSEPORT) and reports the errno, e.g. "Address already in use". Closed at once.
-Result<bool> ProbeTcpBind(const TcpAddress& address) {
+Status ProbeTcpBind(const TcpAddress& address) {
   UniqueFd fd(::socket(address.family, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (!fd.valid()) return ErrnoError(SourceKind::kApi, "socket");
   const int one = 1;
@@ -167,7 +167,7 @@ Result<bool> ProbeTcpBind(const TcpAddress& address) {
     const int err = errno;
     return SourceError{SourceKind::kApi, std::strerror(err), err};
   }
-  return true;
+  return OkStatus();
 }
 
 // Every source a scan consults, and whether it failed in this result.
@@ -200,7 +200,7 @@ std::map<SourceKind, std::string> SourcesOf(const EngineStep& step) {
 
 }  // namespace
 
-Result<bool> PrepareSocketPath(const std::string& socket_path) {
+Status PrepareSocketPath(const std::string& socket_path) {
   namespace fs = std::filesystem;
   if (socket_path.empty() || socket_path.size() >= sizeof(sockaddr_un::sun_path)) {
     return ApiError("socket path '" + socket_path + "' is empty or longer than " +
@@ -228,7 +228,7 @@ Result<bool> PrepareSocketPath(const std::string& socket_path) {
   }
   struct stat st {};
   if (::lstat(socket_path.c_str(), &st) != 0) {
-    if (errno == ENOENT) return true;
+    if (errno == ENOENT) return OkStatus();
     return ErrnoError(SourceKind::kApi, "socket path " + socket_path);
   }
   if (!S_ISSOCK(st.st_mode)) {
@@ -241,7 +241,7 @@ Result<bool> PrepareSocketPath(const std::string& socket_path) {
   if (::unlink(socket_path.c_str()) != 0) {  // a stale socket of a previous run
     return ErrnoError(SourceKind::kApi, "remove stale socket " + socket_path);
   }
-  return true;
+  return OkStatus();
 }
 
 namespace {
@@ -870,7 +870,7 @@ Result<std::unique_ptr<ApiServer>> ApiServer::Start(ApiServerOptions options,
     return ApiError("TLS files are for the TCP listener; no TCP address given", EINVAL);
   }
   if (with_unix) {
-    if (Result<bool> prepared = PrepareSocketPath(options.socket_path); !prepared) {
+    if (Status prepared = PrepareSocketPath(options.socket_path); !prepared.ok()) {
       return prepared.error();
     }
   }
@@ -906,7 +906,7 @@ Result<std::unique_ptr<ApiServer>> ApiServer::Start(ApiServerOptions options,
     // gRPC may have bound the unix socket before the TCP port failed.
     if (with_unix) ::unlink(impl->options.socket_path.c_str());
     if (tcp) {
-      if (Result<bool> bindable = ProbeTcpBind(*tcp); !bindable) {
+      if (Status bindable = ProbeTcpBind(*tcp); !bindable.ok()) {
         return ApiError(
             "cannot listen on " + impl->options.tcp_address + ": " + bindable.error().message,
             bindable.error().error_number);

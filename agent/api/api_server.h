@@ -108,7 +108,7 @@ void SetGrpcLogSink(GrpcLogSink sink);
 
 // Checks and prepares `socket_path` for binding (exposed for tests): creates a missing directory
 // 0700, removes a stale socket nobody answers on; errors for everything else.
-Result<bool> PrepareSocketPath(const std::string& socket_path);
+Status PrepareSocketPath(const std::string& socket_path);
 
 // A parsed tcp_address: the literal host without brackets, its family and the port.
 struct TcpAddress {

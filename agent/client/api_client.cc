@@ -39,7 +39,7 @@ class ProbeFd {
 
 // The socket file exists, is a socket, and someone accepts on it. A unix connect completes (or is
 // refused) at once, so this never waits.
-std::optional<SourceError> ProbeSocket(const std::string& path) {
+Status ProbeSocket(const std::string& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) {
     const int err = errno;
@@ -74,7 +74,7 @@ std::optional<SourceError> ProbeSocket(const std::string& path) {
       return ClientError("connect " + path + ": " + std::strerror(err), err);
     }
   }
-  return std::nullopt;
+  return OkStatus();
 }
 
 int ErrnoOf(grpc::StatusCode code) {
@@ -144,7 +144,7 @@ struct ApiClient::Impl {
 };
 
 Result<std::unique_ptr<ApiClient>> ApiClient::Connect(const ClientOptions& options) {
-  if (auto error = ProbeSocket(options.socket_path)) return *error;
+  if (Status probed = ProbeSocket(options.socket_path); !probed.ok()) return probed.error();
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(options.max_response_bytes);
   args.SetMaxSendMessageSize(options.max_request_bytes);

@@ -290,9 +290,10 @@ void Daemon::Run(LogFormat format) {
     }
     for (const NetnsRecord& record : last_records_) {
       if (monitor->IsWatched(record.inode)) continue;
-      if (auto error = monitor->Watch(record)) {
+      if (Status watched = monitor->Watch(record); !watched.ok()) {
         spdlog::debug(
-            "{}", NoteLine("not watching " + record.PrimaryPath() + ": " + error->message, format));
+            "{}", NoteLine("not watching " + record.PrimaryPath() + ": " + watched.error().message,
+                           format));
         continue;
       }
       dirty.insert(record.inode);

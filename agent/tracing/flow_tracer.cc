@@ -257,7 +257,7 @@ class BpfFlowTracer final : public FlowTracer {
         max_bypass_netns_(options.max_bypass_netns) {}
 
   // The ring, and an epoll set of the ring's own epoll fd and an eventfd that Interrupt() signals.
-  Result<bool> OpenRing() {
+  Status OpenRing() {
     ring_.reset(
         ring_buffer__new(bpf_map__fd(skeleton_->maps.flow_events), &OnRecord, this, nullptr));
     if (!ring_) return TracingError(std::string("ring buffer: ") + std::strerror(errno), errno);
@@ -273,7 +273,7 @@ class BpfFlowTracer final : public FlowTracer {
         return TracingError(std::string("ring wait set: ") + std::strerror(errno), errno);
       }
     }
-    return true;
+    return OkStatus();
   }
 
   AttachMode attach_mode() const override { return mode_; }
@@ -465,7 +465,7 @@ Result<std::unique_ptr<FlowTracer>> StartFlowTracer(const TracerOptions& options
     }
     probe.attempts.push_back(name + ": ok");
     auto tracer = std::make_unique<BpfFlowTracer>(std::move(loaded).value(), mode, probe, options);
-    if (Result<bool> ring = tracer->OpenRing(); !ring.ok()) return ring.error();
+    if (Status ring = tracer->OpenRing(); !ring.ok()) return ring.error();
     return std::unique_ptr<FlowTracer>(std::move(tracer));
   }
   std::string message = "no attach type worked: ";

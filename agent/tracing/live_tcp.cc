@@ -61,7 +61,7 @@ Result<std::vector<LiveSocketStats>> DecodeLiveTcpSockets(std::span<const uint8_
   auto traced = [&ports](uint16_t port) {
     return std::find(ports.begin(), ports.end(), port) != ports.end();
   };
-  std::optional<SourceError> error =
+  Status walked =
       WalkSockDiagDump(bytes, [&](std::span<const uint8_t> payload) -> std::optional<std::string> {
         inet_diag_msg message{};
         if (payload.size() < sizeof(message)) return "short inet_diag_msg";
@@ -90,7 +90,7 @@ Result<std::vector<LiveSocketStats>> DecodeLiveTcpSockets(std::span<const uint8_
         sockets.push_back(socket);
         return std::nullopt;
       });
-  if (error) return *error;
+  if (!walked.ok()) return walked.error();
   return sockets;
 }
 

@@ -98,8 +98,8 @@ class ChangeMonitorTest : public ::testing::Test {
     monitor_ = MakeMonitor(std::move(config));
     ASSERT_NE(monitor_, nullptr);
     for (const ScopedNetns* netns : {&a_, &b_}) {
-      std::optional<SourceError> error = monitor_->Watch(RecordOf(*netns));
-      ASSERT_FALSE(error) << error->message;
+      Status watched = monitor_->Watch(RecordOf(*netns));
+      ASSERT_TRUE(watched.ok()) << watched.error().message;
     }
   }
   // Exactly `a_` dirty (with `expected`), `b_` not at all.

@@ -73,14 +73,14 @@ Result<std::vector<ListeningSocket>> DecodeInetDiagMessages(std::span<const uint
                                                             uint8_t protocol,
                                                             uint16_t message_type) {
   std::vector<ListeningSocket> listeners;
-  if (std::optional<SourceError> error = WalkSockDiagDump(
-          bytes,
-          [&](std::span<const uint8_t> payload) {
-            return DecodeOne(payload, protocol, &listeners);
-          },
-          message_type)) {
-    error->message = "inet " + error->message;
-    return *error;
+  Status walked = WalkSockDiagDump(
+      bytes,
+      [&](std::span<const uint8_t> payload) { return DecodeOne(payload, protocol, &listeners); },
+      message_type);
+  if (!walked.ok()) {
+    SourceError error = walked.error();
+    error.message = "inet " + error.message;
+    return error;
   }
   return listeners;
 }
@@ -291,7 +291,7 @@ Result<std::vector<uint64_t>> TcpSocketInodesInStates(uint32_t state_mask) {
   if (!socket.ok()) return socket.error();
   std::vector<uint64_t> inodes;
   auto collect = [&](const std::string& what, std::span<const uint8_t> request,
-                     uint16_t message_type) -> std::optional<SourceError> {
+                     uint16_t message_type) -> Status {
     auto raw = DumpSockDiag(*socket, request, what, kMaxSockDiagDumpBytes, message_type);
     if (!raw.ok()) return raw.error();
     auto decoded = DecodeInetDiagMessages(*raw, IPPROTO_TCP, message_type);
@@ -301,12 +301,15 @@ Result<std::vector<uint64_t>> TcpSocketInodesInStates(uint32_t state_mask) {
       return error;
     }
     for (const ListeningSocket& entry : *decoded) inodes.push_back(entry.inode);
-    return std::nullopt;
+    return OkStatus();
   };
   inet_diag_req one_walk{};
   one_walk.idiag_states = state_mask;
   const auto* one_walk_bytes = reinterpret_cast<const uint8_t*>(&one_walk);
-  if (collect("tcp", {one_walk_bytes, sizeof(one_walk)}, TCPDIAG_GETSOCK)) {
+  // When the one-walk request fails (a kernel without it answers NLMSG_ERROR), one
+  // SOCK_DIAG_BY_FAMILY dump per family instead; their failures are the ones reported.
+  if (Status one_walk_dumped = collect("tcp", {one_walk_bytes, sizeof(one_walk)}, TCPDIAG_GETSOCK);
+      !one_walk_dumped.ok()) {
     inodes.clear();
     for (int family : {AF_INET, AF_INET6}) {
       inet_diag_req_v2 request{};
@@ -314,9 +317,10 @@ Result<std::vector<uint64_t>> TcpSocketInodesInStates(uint32_t state_mask) {
       request.sdiag_protocol = IPPROTO_TCP;
       request.idiag_states = state_mask;
       const auto* bytes = reinterpret_cast<const uint8_t*>(&request);
-      if (auto error = collect(DumpName(family, IPPROTO_TCP), {bytes, sizeof(request)},
-                               SOCK_DIAG_BY_FAMILY)) {
-        return *error;
+      if (Status dumped =
+              collect(DumpName(family, IPPROTO_TCP), {bytes, sizeof(request)}, SOCK_DIAG_BY_FAMILY);
+          !dumped.ok()) {
+        return dumped.error();
       }
     }
   }

@@ -32,7 +32,7 @@ SourceError DecodeError(const std::string& what, const std::string& detail) {
   return SourceError{kSockDiagSource, what + ": " + detail, EBADMSG};
 }
 
-std::optional<SourceError> WalkSockDiagDump(
+Status WalkSockDiagDump(
     std::span<const uint8_t> bytes,
     const std::function<std::optional<std::string>(std::span<const uint8_t>)>& on_payload,
     uint16_t payload_type) {
@@ -52,7 +52,7 @@ std::optional<SourceError> WalkSockDiagDump(
         rest.subspan(sizeof(nlmsghdr), header->length - sizeof(nlmsghdr));
     switch (header->type) {
       case NLMSG_DONE:
-        return std::nullopt;
+        return OkStatus();
       case NLMSG_ERROR: {
         int32_t error = 0;
         if (payload.size() < sizeof(error)) {

@@ -10,6 +10,7 @@
 #include <span>
 #include <string>
 
+#include "model/result.h"
 #include "model/source_error.h"
 
 namespace ad {
@@ -21,7 +22,7 @@ inline constexpr SourceKind kSockDiagSource = SourceKind::kSockDiag;
 // TCPDIAG_GETSOCK for the one-walk TCP listener dump, which echoes its request type), in order,
 // until NLMSG_DONE. A returned string aborts the walk as a decode error. Fails on NLMSG_ERROR (with
 // its errno), on any length that does not fit, and when NLMSG_DONE is missing (truncated dump).
-std::optional<SourceError> WalkSockDiagDump(
+Status WalkSockDiagDump(
     std::span<const uint8_t> bytes,
     const std::function<std::optional<std::string>(std::span<const uint8_t>)>& on_payload,
     uint16_t payload_type = SOCK_DIAG_BY_FAMILY);

@@ -109,11 +109,12 @@ std::optional<std::string> DecodeOne(std::span<const uint8_t> payload,
 
 Result<std::vector<UnixSocket>> DecodeUnixDiagMessages(std::span<const uint8_t> bytes) {
   std::vector<UnixSocket> sockets;
-  if (std::optional<SourceError> error = WalkSockDiagDump(
-          bytes,
-          [&sockets](std::span<const uint8_t> payload) { return DecodeOne(payload, &sockets); })) {
-    error->message = "unix " + error->message;
-    return *error;
+  Status walked = WalkSockDiagDump(
+      bytes, [&sockets](std::span<const uint8_t> payload) { return DecodeOne(payload, &sockets); });
+  if (!walked.ok()) {
+    SourceError error = walked.error();
+    error.message = "unix " + error.message;
+    return error;
   }
   return sockets;
 }

@@ -114,7 +114,7 @@ std::vector<uint64_t> ChangeMonitor::WatchedInodes() const {
   return inodes;
 }
 
-std::optional<SourceError> ChangeMonitor::Watch(const NetnsRecord& record) {
+Status ChangeMonitor::Watch(const NetnsRecord& record) {
   if (auto it = netns_.find(record.inode); record.inode != 0 && it != netns_.end()) {
     for (const std::string& path : record.paths) {
       if (std::find(it->second->paths.begin(), it->second->paths.end(), path) ==
@@ -122,24 +122,24 @@ std::optional<SourceError> ChangeMonitor::Watch(const NetnsRecord& record) {
         it->second->paths.push_back(path);
       }
     }
-    return std::nullopt;
+    return OkStatus();
   }
   const std::string& path = record.PrimaryPath();
   auto watched = std::make_unique<Watched>();
-  std::optional<SourceError> required_error;
+  Status required;  // a netns that cannot be entered or subscribed to is not watched
   uint64_t optional_errors = 0;
   // setns() only on a worker thread: the owner thread never leaves its netns.
   NetnsWorkers::Shared().Run([&] {
     Result<NetnsGuard> guard = NetnsGuard::Enter(path);
     if (!guard.ok()) {
-      required_error = guard.error();
+      required = guard.error();
       return;
     }
     watched->inode = InodeOf("/proc/thread-self/ns/net");
     Result<NftEventSocket> nft = NftEventSocket::Open(config_.nft_receive_buffer);
     Result<RouteEventSocket> route = RouteEventSocket::Open(config_.route_receive_buffer);
     if (!nft.ok() || !route.ok()) {
-      required_error = !nft.ok() ? nft.error() : route.error();
+      required = !nft.ok() ? nft.error() : route.error();
       return;
     }
     watched->nft_events.emplace(std::move(nft).value());
@@ -157,9 +157,9 @@ std::optional<SourceError> ChangeMonitor::Watch(const NetnsRecord& record) {
       ++optional_errors;
     }
   });
-  if (required_error) {
+  if (!required.ok()) {
     ++counters_.watch_errors;
-    return required_error;
+    return required;
   }
   if (record.inode != 0 && record.inode != watched->inode) {
     ++counters_.watch_errors;
@@ -197,7 +197,7 @@ std::optional<SourceError> ChangeMonitor::Watch(const NetnsRecord& record) {
   }
   const uint64_t inode = watched->inode;
   netns_[inode] = std::move(watched);
-  return std::nullopt;
+  return OkStatus();
 }
 
 bool ChangeMonitor::Unwatch(uint64_t inode) {
@@ -295,11 +295,13 @@ void ChangeMonitor::HandleDirEvents() {
       const uint64_t inode = InodeOf(event.path);
       if (inode == 0) continue;  // gone again already
       ++counters_.events;
+      // A failed Watch() is counted in watch_errors; the netns is marked as added either way.
       if (auto it = netns_.find(inode); it != netns_.end()) {
-        Watch(NetnsRecord{.inode = inode, .paths = {event.path}});  // one more path, same netns
+        // One more path of the same netns.
+        (void)Watch(NetnsRecord{.inode = inode, .paths = {event.path}});
         continue;
       }
-      if (config_.watch_added) Watch(NetnsRecord{.inode = inode, .paths = {event.path}});
+      if (config_.watch_added) (void)Watch(NetnsRecord{.inode = inode, .paths = {event.path}});
       Mark(inode, event.path, ReasonBit(DirtyReason::kAdded));
       continue;
     }

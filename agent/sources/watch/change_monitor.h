@@ -122,7 +122,7 @@ class ChangeMonitor {
 
   // Opens every socket of the netns (inside it, on a worker thread) and records the baselines
   // (generation, legacy fingerprints). Watching an inode again only adds its paths.
-  std::optional<SourceError> Watch(const NetnsRecord& record);
+  Status Watch(const NetnsRecord& record);
   // Closes every socket and fd of that netns at once (a held socket keeps a deleted netns alive).
   bool Unwatch(uint64_t inode);
   bool IsWatched(uint64_t inode) const { return netns_.contains(inode); }
