@@ -198,9 +198,9 @@ CHECKS = {"findings": check_findings, "commands": check_commands, "codes": check
 
 def copy_tree(root, into):
     """The parts of the checkout the checks read."""
-    for part in ("README.md", "docs", "bench/README.md", "deploy/README.md",
-                 "deploy/monitoring/prometheusrule.yaml", "scripts/gen-docs", "agent/metrics",
-                 "proto/README.md"):
+    for part in ("README.md", "CHANGELOG.md", "LICENSE", "docs", "bench/README.md",
+                 "deploy/README.md", "deploy/monitoring/prometheusrule.yaml", "scripts/gen-docs",
+                 "agent/metrics", "proto/README.md"):
         source, target = root / part, into / part
         if source.is_dir():
             shutil.copytree(source, target)
