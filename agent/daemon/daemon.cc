@@ -241,40 +241,51 @@ StepPlan Daemon::GatedResync(watch::ChangeMonitor& monitor, const std::set<uint6
   return plan;
 }
 
+namespace {
+
+// The CNI config directory: a chain change is re-read at once (CNI_CHAIN_BROKEN's gaps start
+// when the chain broke, not at the next poll). nullopt (and a warning) when it cannot be watched.
+std::optional<watch::ConfigDirWatcher> OpenCniWatcher(const EngineConfig& engine,
+                                                      LogFormat format) {
+  if (engine.cni_conf_dir.empty()) return std::nullopt;
+  auto opened = watch::ConfigDirWatcher::Open(engine.host_root + engine.cni_conf_dir);
+  if (opened.ok()) return std::move(opened).value();
+  spdlog::warn("{}", NoteLine("CNI config directory not watched, read every interval: " +
+                                  opened.error().message,
+                              format));
+  return std::nullopt;
+}
+
+// The event-driven change monitor, or null (and a warning: the daemon then polls every
+// interval). `external_fd` is the CNI watcher's; `wake_fd` ends a wait at Stop().
+std::unique_ptr<watch::ChangeMonitor> CreateChangeMonitor(const DaemonOptions& options,
+                                                          int external_fd, int wake_fd,
+                                                          LogFormat format) {
+  watch::ChangeMonitorConfig config;
+  config.external_fd = external_fd;
+  config.wake_fd = wake_fd;
+  config.coalesce_window = options.coalesce_window;
+  config.legacy_interval = options.poll_interval;
+  config.netns_dirs = options.engine.discovery.netns_dirs;
+  config.name_glob = options.engine.discovery.name_glob;
+  config.route_tables = {kIstioRouteTable};
+  auto created = watch::ChangeMonitor::Create(config);
+  if (created.ok()) return std::move(*created);
+  spdlog::warn("{}", NoteLine("event-driven re-reads off, polling every interval: " +
+                                  created.error().message,
+                              format));
+  return nullptr;
+}
+
+}  // namespace
+
 void Daemon::Run(LogFormat format) {
   using Clock = std::chrono::steady_clock;
-  // The CNI config directory: a chain change is re-read at once (CNI_CHAIN_BROKEN's gaps start
-  // when the chain broke, not at the next poll).
-  std::optional<watch::ConfigDirWatcher> cni_watcher;
-  if (!options_.engine.cni_conf_dir.empty()) {
-    auto opened =
-        watch::ConfigDirWatcher::Open(options_.engine.host_root + options_.engine.cni_conf_dir);
-    if (opened.ok()) {
-      cni_watcher.emplace(std::move(opened).value());
-    } else {
-      spdlog::warn("{}", NoteLine("CNI config directory not watched, read every interval: " +
-                                      opened.error().message,
-                                  format));
-    }
-  }
+  std::optional<watch::ConfigDirWatcher> cni_watcher = OpenCniWatcher(options_.engine, format);
   std::unique_ptr<watch::ChangeMonitor> monitor;
   if (options_.event_driven) {
-    watch::ChangeMonitorConfig config;
-    config.external_fd = cni_watcher ? cni_watcher->fd() : -1;
-    config.wake_fd = wake_.get();  // Stop() ends a wait at once
-    config.coalesce_window = options_.coalesce_window;
-    config.legacy_interval = options_.poll_interval;
-    config.netns_dirs = options_.engine.discovery.netns_dirs;
-    config.name_glob = options_.engine.discovery.name_glob;
-    config.route_tables = {kIstioRouteTable};
-    auto created = watch::ChangeMonitor::Create(config);
-    if (created.ok()) {
-      monitor = std::move(*created);
-    } else {
-      spdlog::warn("{}", NoteLine("event-driven re-reads off, polling every interval: " +
-                                      created.error().message,
-                                  format));
-    }
+    monitor =
+        CreateChangeMonitor(options_, cni_watcher ? cni_watcher->fd() : -1, wake_.get(), format);
   }
   event_driven_active_ = monitor != nullptr;
   StepAndPublish(StepTrigger::kStartup, StepPlan{}, format);
