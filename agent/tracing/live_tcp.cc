@@ -14,6 +14,7 @@
 #include <thread>
 #include <utility>
 
+#include "sources/netns/discovery.h"
 #include "sources/netns/netns_guard.h"
 #include "sources/netns/netns_workers.h"
 #include "sources/sockdiag/netlink_messages.h"

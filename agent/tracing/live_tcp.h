@@ -14,7 +14,8 @@
 
 #include "flows/flow_table.h"
 #include "model/result.h"
-#include "sources/netns/discovery.h"
+#include "model/source_error.h"
+#include "model/source_options.h"
 
 namespace ad {
 

@@ -22,6 +22,14 @@ LAYERS = {
     "agent/metrics/metrics_exporter.cc": (
         ["engine/engine.h", "base/unique_fd.h", "base/agent_version.h"],
         ["sources/netns/discovery.h", "sources/route/route_reader.h", "sources/thread_name.h"]),
+    "agent/cli/report_command.cc": (
+        ["engine/engine.h", "scan/netns_read.h", "daemon/serve_app.h", "tracing/live_tcp.h",
+         "client/api_client.h"],
+        ["sources/netns/discovery.h", "sources/netns/netns_workers.h",
+         "sources/netfilter/readers.h", "sources/cri/cri_client.h"]),
+    "agent/tracing/flow_tracer.cc": (
+        ["flows/flow_table.h", "sources/netns/discovery.h"],
+        ["engine/engine.h", "scan/scanner.h", "daemon/daemon.h"]),
     "agent/analysis/rule_checks.cc": (
         ["model/istio_facts.h", "model/finding.h"],
         ["sources/netns/discovery.h", "scan/scanner.h", "engine/engine.h", "text/rule_text.h"]),
