@@ -34,6 +34,7 @@
 #include "api/report_proto.h"
 #include "base/thread_name.h"
 #include "base/unique_fd.h"
+#include "model/host_port.h"
 #include "report/report_policy.h"
 
 namespace ad::api {
@@ -143,7 +144,7 @@ Result<std::vector<UniqueX509>> CertificatesOf(const std::string& what, const st
 
 // Why gRPC could not bind `address`: binds a socket of our own the way gRPC does (SO_REUSEADDR,
 // no SO_REUSEPORT) and reports the errno, e.g. "Address already in use". Closed at once.
-Status ProbeTcpBind(const TcpAddress& address) {
+Status ProbeTcpBind(const HostPort& address) {
   UniqueFd fd(::socket(address.family, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (!fd.valid()) return ErrnoError(SourceKind::kApi, "socket");
   const int one = 1;
@@ -153,13 +154,13 @@ Status ProbeTcpBind(const TcpAddress& address) {
   if (address.family == AF_INET6) {
     auto* v6 = reinterpret_cast<sockaddr_in6*>(&storage);
     v6->sin6_family = AF_INET6;
-    v6->sin6_port = htons(static_cast<uint16_t>(address.port));
+    v6->sin6_port = htons(address.port);
     ::inet_pton(AF_INET6, address.host.c_str(), &v6->sin6_addr);
     length = sizeof(*v6);
   } else {
     auto* v4 = reinterpret_cast<sockaddr_in*>(&storage);
     v4->sin_family = AF_INET;
-    v4->sin_port = htons(static_cast<uint16_t>(address.port));
+    v4->sin_port = htons(address.port);
     ::inet_pton(AF_INET, address.host.c_str(), &v4->sin_addr);
     length = sizeof(*v4);
   }
@@ -255,39 +256,6 @@ void ForwardGrpcLog(gpr_log_func_args* args) {
 void SetGrpcLogSink(GrpcLogSink sink) {
   g_grpc_log_sink = sink;
   gpr_set_log_function(ForwardGrpcLog);
-}
-
-Result<TcpAddress> ParseTcpAddress(const std::string& address) {
-  auto invalid = [&address](const std::string& why) {
-    return ApiError("TCP address '" + address + "': " + why +
-                        " (give IPV4:PORT or [IPV6]:PORT, e.g. 0.0.0.0:9978 or [::]:9978)",
-                    EINVAL);
-  };
-  const size_t colon = address.rfind(':');
-  if (colon == std::string::npos) return invalid("no port");
-  TcpAddress parsed;
-  parsed.host = address.substr(0, colon);
-  const std::string port = address.substr(colon + 1);
-  if (port.empty() || port.size() > 5 ||
-      port.find_first_not_of("0123456789") != std::string::npos || std::stoi(port) > 65535) {
-    return invalid("the port is not a number from 0 to 65535");
-  }
-  parsed.port = std::stoi(port);
-  const bool bracketed =
-      parsed.host.size() >= 2 && parsed.host.front() == '[' && parsed.host.back() == ']';
-  if (bracketed) parsed.host = parsed.host.substr(1, parsed.host.size() - 2);
-  in6_addr v6{};
-  in_addr v4{};
-  if (bracketed && ::inet_pton(AF_INET6, parsed.host.c_str(), &v6) == 1) {
-    parsed.family = AF_INET6;
-  } else if (!bracketed && ::inet_pton(AF_INET, parsed.host.c_str(), &v4) == 1) {
-    parsed.family = AF_INET;
-  } else if (!bracketed && parsed.host.find(':') != std::string::npos) {
-    return invalid("an IPv6 address needs brackets");
-  } else {
-    return invalid("the host is not an IP address literal");
-  }
-  return parsed;
 }
 
 Result<TlsMaterial> LoadTlsMaterial(const ApiTlsFiles& files) {
@@ -845,10 +813,10 @@ Result<std::unique_ptr<ApiServer>> ApiServer::Start(ApiServerOptions options,
   const bool with_tcp = !options.tcp_address.empty();
   if (!with_unix && !with_tcp) return ApiError("neither a unix socket nor a TCP address to serve");
   // Everything about TCP is checked before the socket path is touched.
-  std::optional<TcpAddress> tcp;
+  std::optional<HostPort> tcp;
   std::shared_ptr<grpc::ServerCredentials> tls_credentials;
   if (with_tcp) {
-    Result<TcpAddress> parsed = ParseTcpAddress(options.tcp_address);
+    Result<HostPort> parsed = ParseHostPort(options.tcp_address, PortZero::kPickFree);
     if (!parsed) return parsed.error();
     tcp = *parsed;
     if (options.tls.cert_file.empty() && options.tls.key_file.empty()) {
@@ -888,9 +856,7 @@ Result<std::unique_ptr<ApiServer>> ApiServer::Start(ApiServerOptions options,
                              grpc::InsecureServerCredentials());
   }
   if (tcp) {
-    const std::string host = tcp->family == AF_INET6 ? "[" + tcp->host + "]" : tcp->host;
-    builder.AddListeningPort(host + ":" + std::to_string(tcp->port), tls_credentials,
-                             &impl->tcp_port);
+    builder.AddListeningPort(tcp->ToString(), tls_credentials, &impl->tcp_port);
     // gRPC would share a port with another SO_REUSEPORT listener: a port in use is an error.
     builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   }

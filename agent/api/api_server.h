@@ -110,14 +110,6 @@ void SetGrpcLogSink(GrpcLogSink sink);
 // 0700, removes a stale socket nobody answers on; errors for everything else.
 Status PrepareSocketPath(const std::string& socket_path);
 
-// A parsed tcp_address: the literal host without brackets, its family and the port.
-struct TcpAddress {
-  std::string host;
-  int family = 0;  // AF_INET or AF_INET6
-  int port = 0;
-};
-Result<TcpAddress> ParseTcpAddress(const std::string& address);
-
 // The PEM material of a TLS listener, checked (exposed for tests): certificates parse, the key
 // parses and matches the leaf certificate, the client CA holds at least one certificate.
 struct TlsMaterial {

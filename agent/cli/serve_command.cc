@@ -10,6 +10,7 @@
 
 #include "api/api_server.h"
 #include "daemon/serve_app.h"
+#include "model/host_port.h"
 #include "report/report_policy.h"
 
 namespace ad::cli {
@@ -269,14 +270,14 @@ void StopOnSignal(int) {
 
 Result<std::optional<HttpServerOptions>> ParseMetricsAddress(const std::string& text) {
   if (text == "off") return std::optional<HttpServerOptions>{};
-  Result<api::TcpAddress> parsed = api::ParseTcpAddress(text);
+  Result<HostPort> parsed = ParseHostPort(text, PortZero::kPickFree);
   if (!parsed.ok()) {
     return SourceError{SourceKind::kHttp,
                        "--metrics-address needs HOST:PORT (or off): " + parsed.error().message,
                        EINVAL};
   }
   return std::optional<HttpServerOptions>{
-      HttpServerOptions{.bind_address = parsed->host, .port = static_cast<uint16_t>(parsed->port)}};
+      HttpServerOptions{.bind_address = parsed->host, .port = parsed->port}};
 }
 
 int RunServe(const std::vector<std::string>& args, const std::string& version) {

@@ -10,8 +10,8 @@
 
 namespace ad::cli {
 
-// --metrics-address: "off" (nullopt), or HOST:PORT as --api-address takes it (api's
-// ParseTcpAddress: an IPv4 literal or a bracketed IPv6 one, a port from 0 to 65535, 0 picking a
+// --metrics-address: "off" (nullopt), or HOST:PORT as --api-address takes it (ParseHostPort: an
+// IPv4 literal or a bracketed IPv6 one, a port from 1 to 65535, or 0 to let the kernel pick a
 // free one); a clear error otherwise.
 Result<std::optional<HttpServerOptions>> ParseMetricsAddress(const std::string& text);
 

@@ -507,29 +507,5 @@ TEST_F(ApiTlsTest, PythonClientOverMutualTls) {
   EXPECT_NE(refused_status, 0) << "no client certificate: " << refused_output;
 }
 
-TEST(ApiTcpAddress, LiteralsOnly) {
-  auto v4 = ParseTcpAddress("0.0.0.0:9978");
-  ASSERT_TRUE(v4.ok()) << v4.error().message;
-  EXPECT_EQ(v4->host, "0.0.0.0");
-  EXPECT_EQ(v4->family, AF_INET);
-  EXPECT_EQ(v4->port, 9978);
-  auto v6 = ParseTcpAddress("[::]:0");
-  ASSERT_TRUE(v6.ok()) << v6.error().message;
-  EXPECT_EQ(v6->host, "::");
-  EXPECT_EQ(v6->family, AF_INET6);
-  EXPECT_EQ(v6->port, 0);
-  auto scoped = ParseTcpAddress("[fd00::1]:65535");
-  ASSERT_TRUE(scoped.ok());
-  EXPECT_EQ(scoped->port, 65535);
-  for (const char* bad :
-       {"", "9978", ":9978", "127.0.0.1", "127.0.0.1:", "127.0.0.1:65536", "127.0.0.1:99999999999",
-        "127.0.0.1:-1", "127.0.0.1:9x", "::1:9978", "[::1]", "[127.0.0.1]:80", "1.2.3:80",
-        "localhost:9978", "[::1]:x", "[]:80", "[::1:80"}) {
-    auto parsed = ParseTcpAddress(bad);
-    ASSERT_FALSE(parsed.ok()) << bad;
-    EXPECT_NE(parsed.error().message.find("IPV4:PORT or [IPV6]:PORT"), std::string::npos) << bad;
-  }
-}
-
 }  // namespace
 }  // namespace ad::api
