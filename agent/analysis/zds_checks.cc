@@ -119,8 +119,7 @@ NodeView BuildView(const NodeSnapshot& snapshot) {
       }
     }
     for (const ZtunnelWorkload& workload : ztunnel.workloads) {
-      if (workload.protocol != "HBONE" || workload.network_mode == "HostNetwork") continue;
-      if (!workload.node.empty() && workload.node != snapshot.node_name) continue;
+      if (!IsLocalHboneWorkload(workload, snapshot.node_name)) continue;
       for (const std::string& ip : workload.ips)
         view.hbone_by_ip.emplace(ip, WorkloadRef{&workload, ztunnel.pid});
     }

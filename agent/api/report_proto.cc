@@ -167,7 +167,7 @@ void FillNode(const NodeSnapshot& snapshot, pb::Node* node) {
       state->set_state(w.state);
       if (!w.name.empty()) state->set_pod(w.namespace_name + "/" + w.name);
     }
-    out->set_workloads(static_cast<uint32_t>(z.workloads.size()));
+    out->set_workloads(static_cast<uint32_t>(z.workloads_seen));
     if (z.active_proxy_count) out->set_active_proxy_count(*z.active_proxy_count);
     if (z.pending_proxy_count) out->set_pending_proxy_count(*z.pending_proxy_count);
     AddErrors(z.errors, out->mutable_errors());

@@ -206,6 +206,7 @@ ScanOptions ComposeScan(const EngineConfig& config) {
     admin.admin_port = config.ztunnel_admin_port;
     admin.proc_root = config.proc_root;
     admin.extra_netns_paths = config.ztunnel_netns;
+    admin.node_name = ResolveNodeName(config.node_name);
     scan.node_sources.push_back(std::make_shared<ZtunnelAdminNodeSource>(std::move(admin)));
   }
   if (config.cri) {

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "model/rule.h"
@@ -102,6 +103,13 @@ struct ZtunnelWorkload {
   bool operator==(const ZtunnelWorkload&) const = default;
 };
 
+// Whether the hand-off checks read `workload`: an HBONE (captured) pod of this node. The dump
+// lists every workload of the mesh; a workload without a node is kept (older ztunnels).
+inline bool IsLocalHboneWorkload(const ZtunnelWorkload& workload, std::string_view node_name) {
+  return workload.protocol == "HBONE" && workload.network_mode != "HostNetwork" &&
+         (workload.node.empty() || workload.node == node_name);
+}
+
 // One entry of /config_dump "certificates": the SPIFFE identity ztunnel holds a certificate for
 // (one per service account of its workloads) and the state of its chain.
 struct ZtunnelCertificate {
@@ -129,7 +137,8 @@ struct ZtunnelAdminState {
   std::vector<std::string> pending_tasks;  // from "not ready, pending: a, b"
   // Shared with the daemon's cached /config_dump answer (SharedList) rather than copied per poll.
   SharedList<ZtunnelWorkloadState> workload_state;
-  SharedList<ZtunnelWorkload> workloads;
+  SharedList<ZtunnelWorkload> workloads;         // IsLocalHboneWorkload ones only
+  size_t workloads_seen = 0;                     // every entry of "workloads" (the mesh's)
   bool has_certificates = false;                 // the "certificates" section was present
   std::vector<ZtunnelCertificate> certificates;  // sorted by identity
   std::optional<double> active_proxy_count;      // workload_manager_active_proxy_count

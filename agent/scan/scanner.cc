@@ -17,7 +17,16 @@
 namespace ad {
 namespace {
 
-std::string NodeName(const std::string& configured) {
+// The previous snapshot's netns by inode.
+std::map<uint64_t, NetnsSnapshot*> ByInode(NodeSnapshot& snapshot) {
+  std::map<uint64_t, NetnsSnapshot*> by_inode;
+  for (NetnsSnapshot& netns : snapshot.netns) by_inode.emplace(netns.netns.inode, &netns);
+  return by_inode;
+}
+
+}  // namespace
+
+std::string ResolveNodeName(const std::string& configured) {
   if (!configured.empty()) {
     return configured;
   }
@@ -30,15 +39,6 @@ std::string NodeName(const std::string& configured) {
   }
   return "unknown";
 }
-
-// The previous snapshot's netns by inode.
-std::map<uint64_t, NetnsSnapshot*> ByInode(NodeSnapshot& snapshot) {
-  std::map<uint64_t, NetnsSnapshot*> by_inode;
-  for (NetnsSnapshot& netns : snapshot.netns) by_inode.emplace(netns.netns.inode, &netns);
-  return by_inode;
-}
-
-}  // namespace
 
 void CarryListenerOwners(const NetnsSnapshot& before, NetnsSnapshot& now) {
   std::map<uint64_t, const std::vector<int>*> owners;
@@ -67,7 +67,7 @@ NodeSnapshot ScanNode(const ScanOptions& options, NetnsInspector& inspector,
                       const ScanReuse* reuse) {
   const auto started = std::chrono::steady_clock::now();
   NodeSnapshot node;
-  node.node_name = NodeName(options.node_name);
+  node.node_name = ResolveNodeName(options.node_name);
   node.taken_at_unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                               std::chrono::system_clock::now().time_since_epoch())
                               .count();

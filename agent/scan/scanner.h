@@ -3,6 +3,7 @@
 
 #include <memory>
 #include <set>
+#include <string>
 #include <vector>
 
 #include "model/snapshot.h"
@@ -21,6 +22,10 @@ struct ScanOptions {
   // Run after the netns inspection, in this order (shared: scans reuse them).
   std::vector<std::shared_ptr<NodeSource>> node_sources;
 };
+
+// The node's name: `configured` when given, else $NODE_NAME (the DaemonSet's downward API),
+// else the hostname, else "unknown".
+std::string ResolveNodeName(const std::string& configured);
 
 // A partial scan (the daemon's steady state): discovery runs, but a netns the previous snapshot
 // holds and that is not in `reinspect` is copied from it (its record refreshed: paths and pids

@@ -66,7 +66,9 @@ void ReadConfigDump(const std::string& netns_path, const ZtunnelAdminOptions& op
     state.errors.push_back(StatusError(kConfigDumpSource, *response));
     return;
   }
-  auto dump = ztunnel::ParseConfigDump(response->body);
+  auto dump = ztunnel::ParseConfigDump(
+      response->body,
+      {.node = options.node_name.empty() ? std::nullopt : std::optional(options.node_name)});
   if (!dump.ok()) {
     state.errors.push_back(dump.error());
     return;
@@ -86,6 +88,7 @@ void ReadConfigDump(const std::string& netns_path, const ZtunnelAdminOptions& op
   }
   state.workload_state = std::move(dump->workload_state);
   state.workloads = std::move(dump->workloads);
+  state.workloads_seen = dump->workloads_seen;
   state.has_certificates = dump->has_certificates;
   state.certificates = std::move(dump->certificates);
 }
@@ -245,6 +248,7 @@ void ZtunnelAdminNodeSource::Collect(NodeSnapshot& snapshot) {
       state.admin_reachable = cached->second.admin_reachable;
       state.workload_state = cached->second.workload_state;
       state.workloads = cached->second.workloads;
+      state.workloads_seen = cached->second.workloads_seen;
       state.has_certificates = cached->second.has_certificates;
       state.certificates = cached->second.certificates;
       kept.emplace(inode, std::move(cached->second));
@@ -259,6 +263,7 @@ void ZtunnelAdminNodeSource::Collect(NodeSnapshot& snapshot) {
                                .admin_reachable = state.admin_reachable,
                                .workload_state = state.workload_state,
                                .workloads = state.workloads,
+                               .workloads_seen = state.workloads_seen,
                                .has_certificates = state.has_certificates,
                                .certificates = state.certificates};
     };

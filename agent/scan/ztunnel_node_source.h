@@ -36,6 +36,9 @@ struct ZtunnelAdminOptions {
   // fds, its readiness or proxy counts, the node's netns — or when the last one is this old or
   // failed. Readiness and metrics are asked every time. Zero: every collection.
   std::chrono::milliseconds config_dump_refresh{kConfigDumpRefreshMs};
+  // This node (the snapshot's node_name): only its HBONE workloads of /config_dump are kept
+  // (ConfigDumpFilter). Empty: every workload.
+  std::string node_name;
 };
 
 // Queries one netns (a bind mount or <proc>/<pid>/ns/net). Never throws; every failure is in
@@ -71,6 +74,7 @@ class ZtunnelAdminNodeSource : public NodeSource {
     bool admin_reachable = false;
     SharedList<ZtunnelWorkloadState> workload_state;  // shared with the snapshots, not copied
     SharedList<ZtunnelWorkload> workloads;
+    size_t workloads_seen = 0;
     // Cached with the rest of the dump: a certificate's state may be up to config_dump_refresh
     // old (ZTUNNEL_CERT_UNHEALTHY says so); expiry is judged against each scan's time.
     bool has_certificates = false;

@@ -120,7 +120,7 @@ void ReadWorkloadIps(const rapidjson::Value& ips, const Where& where, SectionLog
 }
 
 void ReadWorkload(const Where& where, const rapidjson::Value& entry, SectionLog& log,
-                  std::vector<ZtunnelWorkload>& out) {
+                  const ConfigDumpFilter& filter, std::vector<ZtunnelWorkload>& out) {
   ZtunnelWorkload workload;
   workload.uid = StringField(entry, "uid", where, log);
   if (workload.uid.empty()) workload.uid = where.key;  // the old map is keyed by uid
@@ -133,6 +133,7 @@ void ReadWorkload(const Where& where, const rapidjson::Value& entry, SectionLog&
       ips != nullptr && !ips->IsNull()) {
     ReadWorkloadIps(*ips, where, log, workload.ips);
   }
+  if (filter.node && !IsLocalHboneWorkload(workload, *filter.node)) return;
   out.push_back(std::move(workload));
 }
 
@@ -258,6 +259,8 @@ class ConfigDumpHandler {
   using Ch = char;
   using SizeType = rapidjson::SizeType;
 
+  explicit ConfigDumpHandler(const ConfigDumpFilter& filter) : filter_(filter) {}
+
   bool Null() { return !Route(rapidjson::kNullType) || entry_.Null(); }
   bool Bool(bool b) {
     return !Route(b ? rapidjson::kTrueType : rapidjson::kFalseType) || entry_.Bool(b);
@@ -297,6 +300,7 @@ class ConfigDumpHandler {
   void Convert(const rapidjson::Value& entry);
   bool InKeptField() const { return collecting_ && field_kept_; }
 
+  const ConfigDumpFilter& filter_;
   ConfigDump dump_;
   SectionLog state_log_, workloads_log_, certificates_log_;
   size_t depth_ = 0;  // containers open around the next event
@@ -448,7 +452,8 @@ void ConfigDumpHandler::Convert(const rapidjson::Value& entry) {
   } else if (state) {
     ReadWorkloadState(where, entry, log, dump_.workload_state);
   } else if (workloads) {
-    ReadWorkload(where, entry, log, dump_.workloads);
+    ++dump_.workloads_seen;
+    ReadWorkload(where, entry, log, filter_, dump_.workloads);
   } else {
     ReadCertificate(where, entry, log, dump_.certificates);
   }
@@ -528,8 +533,8 @@ std::optional<std::string> CanonicalWorkloadIp(std::string_view text) {
   return std::nullopt;
 }
 
-Result<ConfigDump> ParseConfigDump(std::string_view json) {
-  ConfigDumpHandler handler;
+Result<ConfigDump> ParseConfigDump(std::string_view json, const ConfigDumpFilter& filter) {
+  ConfigDumpHandler handler(filter);
   if (const JsonStatus read = ReadJson(json, handler); !read.ok()) {
     return SourceError{SourceKind::kZtunnelConfigDump, "invalid JSON: " + read.error, EPROTO};
   }

@@ -18,18 +18,26 @@ struct ConfigDump {
   bool has_workload_state = false;  // the "workloadState" section was present
   bool has_workloads = false;       // the "workloads" section was present (array or map)
   std::vector<ZtunnelWorkloadState> workload_state;  // sorted by pod UID
-  // In document order. Fields ztunnel omits at their defaults stay empty (protocol TCP,
-  // networkMode Standard).
+  // In document order; with a filter's node, only the IsLocalHboneWorkload ones. Fields ztunnel
+  // omits at their defaults stay empty (protocol TCP, networkMode Standard).
   std::vector<ZtunnelWorkload> workloads;
+  size_t workloads_seen = 0;                     // entries of "workloads" read, kept or not
   bool has_certificates = false;                 // the "certificates" section was present
   std::vector<ZtunnelCertificate> certificates;  // sorted by identity (duplicates: the last wins)
   size_t skipped_entries = 0;                    // entries (or fields) of the wrong type, ignored
   std::vector<std::string> warnings;  // the first few reasons, e.g. "workloads[3]: not an object"
 };
 
+// What of "workloads" to keep. The section lists every workload of the mesh (5,000 in a large
+// cluster); the checks read only this node's HBONE ones, so a daemon given its node keeps those
+// alone and its memory follows the node's pods, not the cluster's.
+struct ConfigDumpFilter {
+  std::optional<std::string> node;  // nullopt: keep every workload
+};
+
 // Accepts both "workloads" shapes: an array (current) and the map keyed by uid (before ztunnel
 // #923, Apr 2024). Error (source "ztunnel/config_dump") only when the text is not a JSON object.
-Result<ConfigDump> ParseConfigDump(std::string_view json);
+Result<ConfigDump> ParseConfigDump(std::string_view json, const ConfigDumpFilter& filter = {});
 
 // RFC 3339 date-time ("2026-12-01T18:00:00Z", "...T18:00:00.123456+02:00") -> unix ms; nullopt
 // when malformed. Pure.

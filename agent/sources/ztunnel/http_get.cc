@@ -168,11 +168,30 @@ HttpResponseParser::Progress HttpResponseParser::Done() {
 
 HttpResponseParser::Progress HttpResponseParser::Feed(std::string_view bytes) {
   if (progress_ != Progress::kNeedMore) return progress_;
-  if (bytes.size() > max_response_bytes_ - raw_.size()) {
+  if (bytes.size() > max_response_bytes_ - received_) {
     return Fail(EMSGSIZE, "response exceeds " + std::to_string(max_response_bytes_) + " bytes");
   }
+  received_ += bytes.size();
   raw_.append(bytes);
-  return Advance();
+  const Progress progress = Advance();
+  // The body of a chunked answer is copied out chunk by chunk: drop what was consumed, so a
+  // large /config_dump is held once (in the body), not twice.
+  if (progress == Progress::kNeedMore && phase_ != Phase::kHeaders && cursor_ > 0 &&
+      phase_ != Phase::kLengthBody && phase_ != Phase::kUntilClose) {
+    raw_.erase(0, cursor_);
+    cursor_ = 0;
+  }
+  return progress;
+}
+
+void HttpResponseParser::TakeBody(size_t length) {
+  // The received bytes become the body in place (the headers cut off the front): no copy of a
+  // body that may be megabytes.
+  raw_.erase(0, cursor_);
+  raw_.resize(length);
+  response_.body = std::move(raw_);
+  raw_.clear();
+  cursor_ = 0;
 }
 
 HttpResponseParser::Progress HttpResponseParser::PeerClosed() {
@@ -192,7 +211,7 @@ HttpResponseParser::Progress HttpResponseParser::Advance() {
         break;
       case Phase::kLengthBody:
         if (raw_.size() - cursor_ >= content_length_) {
-          response_.body = raw_.substr(cursor_, content_length_);
+          TakeBody(content_length_);
           return Done();
         }
         if (peer_closed_) {
@@ -202,7 +221,7 @@ HttpResponseParser::Progress HttpResponseParser::Advance() {
         return progress_;
       case Phase::kUntilClose:
         if (!peer_closed_) return progress_;
-        response_.body = raw_.substr(cursor_);
+        TakeBody(raw_.size() - cursor_);
         return Done();
       case Phase::kChunkSize:
       case Phase::kChunkData:
@@ -300,6 +319,7 @@ HttpResponseParser::Progress HttpResponseParser::ParseHeaders() {
                               " bytes (Content-Length " + std::to_string(content_length_) + ")");
   }
   phase_ = Phase::kLengthBody;
+  raw_.reserve(cursor_ + content_length_);  // one allocation, not a doubling string
   return Progress::kNeedMore;
 }
 

@@ -59,7 +59,7 @@ class HttpResponseParser {
   Progress PeerClosed();
 
   Progress progress() const { return progress_; }
-  size_t bytes_received() const { return raw_.size(); }
+  size_t bytes_received() const { return received_; }
   // Valid after kError: "truncated body: got 3 of 10 bytes".
   const std::string& error() const { return error_; }
   // errno-like classification of the error (EMSGSIZE, EPROTO).
@@ -75,10 +75,12 @@ class HttpResponseParser {
   Progress ParseChunks();
   Progress Fail(int error_number, std::string message);
   Progress Done();
+  void TakeBody(size_t length);
 
   size_t max_response_bytes_;
   size_t max_header_bytes_;
-  std::string raw_;
+  std::string raw_;  // received bytes not yet consumed (all of them until the body starts)
+  size_t received_ = 0;
   size_t cursor_ = 0;  // parse position in raw_
   Phase phase_ = Phase::kHeaders;
   size_t content_length_ = 0;
