@@ -46,6 +46,28 @@ TEST(ParseConfigDump, CurrentArrayShape) {
   EXPECT_EQ(dump->workloads[2].protocol, "");
 }
 
+// The daemon keeps only what the hand-off checks read: this node's HBONE pods (and entries
+// without a node, from older ztunnels); every entry is still counted.
+TEST(ParseConfigDump, NodeFilterKeepsThisNodesHbonePods) {
+  const std::string dump = R"({"workloads": [
+    {"uid": "a", "name": "here", "node": "n1", "protocol": "HBONE", "workloadIps": ["10.0.0.1"]},
+    {"uid": "b", "name": "there", "node": "n2", "protocol": "HBONE", "workloadIps": ["10.0.0.2"]},
+    {"uid": "c", "name": "plain", "node": "n1", "workloadIps": ["10.0.0.3"]},
+    {"uid": "d", "name": "host", "node": "n1", "protocol": "HBONE", "networkMode": "HostNetwork"},
+    {"uid": "e", "name": "nodeless", "protocol": "HBONE", "workloadIps": ["10.0.0.5"]}]})";
+  auto all = ParseConfigDump(dump);
+  ASSERT_TRUE(all.ok()) << all.error().message;
+  EXPECT_EQ(all->workloads.size(), 5u);
+  EXPECT_EQ(all->workloads_seen, 5u);
+  auto mine = ParseConfigDump(dump, {.node = "n1"});
+  ASSERT_TRUE(mine.ok()) << mine.error().message;
+  EXPECT_EQ(mine->workloads_seen, 5u);
+  ASSERT_EQ(mine->workloads.size(), 2u);
+  EXPECT_EQ(mine->workloads[0].name, "here");
+  EXPECT_EQ(mine->workloads[1].name, "nodeless");
+  EXPECT_EQ(mine->skipped_entries, 0u);
+}
+
 TEST(ParseConfigDump, OlderMapShape) {
   auto dump = ParseConfigDump(ad::testing::kConfigDumpMap);
   ASSERT_TRUE(dump.ok()) << dump.error().message;
