@@ -11,6 +11,9 @@ on loopback scrape the real `ambient-doctor serve` on a lab node.
    after the repair (cni-sim restarted healthy, like restarting istio-cni) it resolves in both.
 4. A backend flip in one lab pod (Istio's in-pod rules loaded a second time with
    iptables-legacy): the same for AmbientRedirectMixedBackend; repaired by flushing the legacy copy.
+   The flip also fires the catch-all AmbientRedirectDrift, which Alertmanager, loaded with the
+   inhibit rules of deploy/monitoring/alertmanager-inhibit.example.yaml, must hold suppressed
+   (inhibited by the critical alert) instead of notifying.
 5. Every PromQL expression of the dashboard and the rules references only metrics (and label
    values) the real scrape exports, or documented external ones; every dashboard query the lab
    can feed returns data over the test's time range.
@@ -188,7 +191,7 @@ def alerts_in_alertmanager(am, name):
             and a.get("status", {}).get("state") == "active"]
 
 
-def prove_alert(prom, am, name, node, inject, repair):
+def prove_alert(prom, am, name, node, inject, repair, while_active=None):
     log(f"{name}: injecting the fault")
     inject()
     pending = wait_for(f"{name} pending", lambda: [a for a in alerts_in_prometheus(prom, name)
@@ -208,12 +211,35 @@ def prove_alert(prom, am, name, node, inject, repair):
     if received[0]["labels"].get("node") != node:
         raise AssertionError(f"Alertmanager got {received[0]['labels']}")
     log(f"{name}: active in Alertmanager {received[0]['labels']}")
+    if while_active:
+        while_active()
     log(f"{name}: repairing")
     repair()
     wait_for(f"{name} resolved in Prometheus", lambda: not alerts_in_prometheus(prom, name))
     log(f"{name}: resolved in Prometheus")
     wait_for(f"{name} resolved in Alertmanager", lambda: not alerts_in_alertmanager(am, name))
     log(f"{name}: resolved in Alertmanager")
+
+
+def prove_inhibited(am, name, by):
+    """`name` reaches Alertmanager but is held suppressed, inhibited by the active `by`."""
+    def suppressed():
+        alerts = get_json(f"{am}/api/v2/alerts")
+        source = [a["fingerprint"] for a in alerts if a["labels"].get("alertname") == by]
+        target = [a for a in alerts if a["labels"].get("alertname") == name]
+        return [a for a in target if a.get("status", {}).get("state") == "suppressed"
+                and set(a["status"].get("inhibitedBy", [])) & set(source)]
+    held = wait_for(f"{name} inhibited by {by} in Alertmanager", suppressed)
+    log(f"{name}: suppressed in Alertmanager, inhibited by {by} {held[0]['labels']}")
+
+
+def alertmanager_config(source):
+    """A test receiver, plus the shipped example's inhibit rules, as they are."""
+    example = yaml.safe_load((source / deploy_checks.INHIBIT_EXAMPLE).read_text())
+    return {"route": {"receiver": "test", "group_by": ["alertname", "node"], "group_wait": "1s",
+                      "group_interval": "1s", "repeat_interval": "1h"},
+            "receivers": [{"name": "test"}],
+            "inhibit_rules": example["inhibit_rules"]}
 
 
 def scraped_series(metrics_text):
@@ -244,7 +270,7 @@ def check_references(exprs, series, failures, waiting):
         for metric, label, op, value in deploy_checks.label_matchers(expr):
             if not metric.startswith("ambient_doctor_") or metric not in series:
                 continue
-            if label in ("node", "job", "instance"):
+            if label in ("node", "job", "instance", "cluster", "namespace"):
                 continue  # target labels added by Prometheus, not the exporter
             values = value.split("|") if re.fullmatch(r"[A-Za-z0-9_|-]+", value) else []
             if op in ("=", "!=") and not values:
@@ -265,6 +291,7 @@ def run_dashboard_queries(prom, dashboard, node, start, end, failures, waiting):
         where = f"panel {panel_id} \"{title}\" ref {ref}"
         query = re.sub(r"\$__(rate_interval|interval|range)", "10s", expr)
         query = re.sub(r"\$\{?node\}?", node, query)
+        query = re.sub(r"\$\{?(cluster|namespace)\}?", ".*", query)  # All: the lab has neither
         names = deploy_checks.metric_names(query)
         external = sorted(n for n in names if not n.startswith("ambient_doctor_") and n != "up")
         if external:
@@ -328,10 +355,7 @@ def main():
 
         rules_file = work / "rules.yaml"
         deploy_checks.write_rule_file(test_rule_groups(args.source_dir), rules_file)
-        (work / "alertmanager.yml").write_text(yaml.safe_dump({
-            "route": {"receiver": "test", "group_by": ["alertname", "node"], "group_wait": "1s",
-                      "group_interval": "1s", "repeat_interval": "1h"},
-            "receivers": [{"name": "test"}]}))
+        (work / "alertmanager.yml").write_text(yaml.safe_dump(alertmanager_config(args.source_dir)))
         (work / "prometheus.yml").write_text(yaml.safe_dump({
             "global": {"scrape_interval": "1s", "evaluation_interval": "1s",
                        "scrape_timeout": "900ms"},
@@ -371,7 +395,9 @@ def main():
                     lambda: lab.restart_cni_sim(deadlock=True),
                     lambda: lab.restart_cni_sim(deadlock=False))
         prove_alert(prom, am, "AmbientRedirectMixedBackend", node,
-                    lambda: lab.flip(0), lambda: lab.unflip(0))
+                    lambda: lab.flip(0), lambda: lab.unflip(0),
+                    lambda: prove_inhibited(am, "AmbientRedirectDrift",
+                                            "AmbientRedirectMixedBackend"))
 
         # Every expression against the real scrape, and every dashboard query against Prometheus.
         time.sleep(2)
