@@ -9,6 +9,9 @@ on loopback scrape the real `ambient-doctor serve` on a lab node.
 3. The lab's ZDS server deadlocks (cni-sim restarted with the pre-1.29.6 deadlock fault):
    AmbientZdsStall goes pending, then firing in Prometheus' API, and arrives in Alertmanager's;
    after the repair (cni-sim restarted healthy, like restarting istio-cni) it resolves in both.
+   The same for AmbientZdsDisconnected with ztunnel-sim stopped (istio-cni listens, no ztunnel
+   is connected), repaired by starting it again (it reconnects and gets istio-cni's snapshot, as
+   a restarted ztunnel does).
 4. A backend flip in one lab pod (Istio's in-pod rules loaded a second time with
    iptables-legacy): the same for AmbientRedirectMixedBackend; repaired by flushing the legacy copy.
    The flip also fires the catch-all AmbientRedirectDrift, which Alertmanager, loaded with the
@@ -108,6 +111,7 @@ class Lab:
     def __init__(self, binary_dir, prefix, work):
         self.tool = str(binary_dir / "tests/sim/ambient-lab")
         self.cni_sim = str(binary_dir / "tests/sim/cni-sim")
+        self.ztunnel_sim = str(binary_dir / "tests/sim/ztunnel-sim")
         self.prefix = prefix
         self.work = work
         self.run_dir = pathlib.Path("/run/ambient-lab") / prefix
@@ -128,12 +132,8 @@ class Lab:
         The new pid goes into the lab's pid file, so `ambient-lab down` stops it like the first.
         ztunnel-sim reconnects by itself, as ztunnel does when istio-cni restarts.
         """
+        self.stop_cni_sim()
         pid_file = self.run_dir / "cni-sim.pid"
-        old = int(pid_file.read_text().split()[0])
-        if pathlib.Path(f"/proc/{old}/comm").read_text().strip() == "cni-sim":
-            os.kill(old, signal.SIGTERM)
-            wait_for("the old cni-sim to exit", lambda: not pathlib.Path(f"/proc/{old}").exists()
-                     or "Z" in pathlib.Path(f"/proc/{old}/stat").read_text().split()[2], 10)
         argv = ["nsenter", f"--net=/run/netns/{self.prefix}-host", self.cni_sim,
                 "--socket", str(self.run_dir / "ztunnel.sock"),
                 "--pods-file", str(self.run_dir / "pods.txt"),
@@ -149,6 +149,34 @@ class Lab:
         wait_for("cni-sim to run", lambda: pathlib.Path(f"/proc/{process.pid}/comm").read_text()
                  .strip() == "cni-sim", 10)
         return process
+
+    def stop_cni_sim(self):
+        """Stops the lab's cni-sim (istio-cni gone: ztunnel keeps running, nothing listens)."""
+        pid_file = self.run_dir / "cni-sim.pid"
+        old = int(pid_file.read_text().split()[0])
+        if pathlib.Path(f"/proc/{old}/comm").read_text().strip() == "cni-sim":
+            os.kill(old, signal.SIGTERM)
+            wait_for("the old cni-sim to exit", lambda: not pathlib.Path(f"/proc/{old}").exists()
+                     or "Z" in pathlib.Path(f"/proc/{old}/stat").read_text().split()[2], 10)
+
+    def stop_ztunnel_sim(self):
+        pid = int((self.run_dir / "ztunnel-sim.pid").read_text().split()[0])
+        if pathlib.Path(f"/proc/{pid}/comm").read_text().strip() == "ztunnel-sim":
+            os.kill(pid, signal.SIGTERM)
+            wait_for("ztunnel-sim to exit", lambda: not pathlib.Path(f"/proc/{pid}").exists()
+                     or "Z" in pathlib.Path(f"/proc/{pid}/stat").read_text().split()[2], 10)
+
+    def start_ztunnel_sim(self):
+        """ztunnel-sim as the lab starts it (no faults), in the lab's ztunnel netns."""
+        argv = ["nsenter", f"--net=/run/netns/{self.prefix}-ztunnel", self.ztunnel_sim,
+                "--zds", str(self.run_dir / "ztunnel.sock"), "--node", f"{self.prefix}-node"]
+        log_file = open(self.run_dir / "ztunnel-sim.log", "ab")
+        process = subprocess.Popen(argv, stdout=log_file, stderr=subprocess.STDOUT,
+                                   stdin=subprocess.DEVNULL, start_new_session=True)
+        log_file.close()
+        (self.run_dir / "ztunnel-sim.pid").write_text(f"{process.pid}\n")
+        wait_for("ztunnel-sim to run", lambda: pathlib.Path(f"/proc/{process.pid}/comm")
+                 .read_text().strip() == "ztunnel-sim", 10)
 
     def pod_netns(self, index):
         return f"/run/netns/{self.prefix}-pod-{index:03d}"
@@ -328,7 +356,8 @@ def main():
         if not shutil.which(tool):
             print(f"SKIP: {tool} not installed (scripts/setup)")
             return SKIP
-    for binary in ("agent/ambient-doctor", "tests/sim/ambient-lab", "tests/sim/cni-sim"):
+    for binary in ("agent/ambient-doctor", "tests/sim/ambient-lab", "tests/sim/cni-sim",
+                   "tests/sim/ztunnel-sim"):
         if not (args.binary_dir / binary).exists():
             print(f"SKIP: {binary} not built")
             return SKIP
@@ -394,6 +423,8 @@ def main():
         prove_alert(prom, am, "AmbientZdsStall", node,
                     lambda: lab.restart_cni_sim(deadlock=True),
                     lambda: lab.restart_cni_sim(deadlock=False))
+        prove_alert(prom, am, "AmbientZdsDisconnected", node,
+                    lab.stop_ztunnel_sim, lab.start_ztunnel_sim)
         prove_alert(prom, am, "AmbientRedirectMixedBackend", node,
                     lambda: lab.flip(0), lambda: lab.unflip(0),
                     lambda: prove_inhibited(am, "AmbientRedirectDrift",
