@@ -86,14 +86,14 @@ constexpr std::array<FindingCodeInfo, kFindingCodeCount> kFindingCodes = {{
      "Something removed or reordered Istio's in-pod rules or routes (another CNI, a manual "
      "change, a partial cleanup); restart the pod, or the istio-cni agent with reconcile on, "
      "to re-apply them.",
-     "AmbientRedirectDrift", "docs/runbooks/AmbientRedirectDrift.md"},
+     "AmbientRedirectIncomplete", "docs/runbooks/AmbientRedirectIncomplete.md"},
     {kHostNetnsEnrolled, "HOST_NETNS_ENROLLED", Severity::kCritical,
      "In-pod ambient redirection chains were found in the host network namespace (a "
      "hostNetwork pod was enrolled).",
      "A hostNetwork pod was enrolled in ambient, so the node's own traffic is redirected; label "
      "it istio.io/dataplane-mode=none and remove the ISTIO_PRERT/ISTIO_OUTPUT chains or "
      "istio-ambient-* tables from the host netns.",
-     "AmbientRedirectDrift", "docs/runbooks/AmbientRedirectDrift.md"},
+     "AmbientHostNetnsEnrolled", "docs/runbooks/AmbientHostNetnsEnrolled.md"},
     {kDuplicateRule, "DUPLICATE_RULE", Severity::kWarning,
      "The same rule appears more than once in one Istio chain (or one base-chain jump into "
      "an Istio chain is repeated).",
@@ -157,7 +157,8 @@ constexpr std::array<FindingCodeInfo, kFindingCodeCount> kFindingCodes = {{
      "exists while ztunnel runs.",
      "New pods cannot be handed to ztunnel. Check that the istio-cni node agent runs and that "
      "both DaemonSets mount the same /var/run/ztunnel hostPath; ztunnel reconnects with backoff "
-     "(up to 15 s). A foreign client must be stopped, then ztunnel restarted."},
+     "(up to 15 s). A foreign client must be stopped, then ztunnel restarted.",
+     "AmbientZdsDisconnected", "docs/runbooks/AmbientZdsDisconnected.md"},
     {kZtunnelStaleWorkload, "ZTUNNEL_STALE_WORKLOAD", Severity::kWarning,
      "ztunnel holds a netns or a workloadState entry for a pod that no longer exists.",
      "ztunnel missed the DelWorkload (disconnected while the pod was deleted) and keeps the "

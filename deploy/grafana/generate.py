@@ -5,12 +5,22 @@ The dashboard is generated so panel ids and grid positions stay consistent; the 
 users import and what tests/deploy/deploy_checks.py lints (and what the live test queries).
 Panel queries never filter by value (no `> 0`): a query returns data whenever the metric and its
 labels exist, so the live test can require data from every panel the lab feeds.
+
+  deploy/grafana/generate.py    rewrite ambient-doctor.json
+
+The same file is shipped as a ConfigMap for Grafana's dashboard sidecar by the kustomize
+component in this directory (configMapGenerator: the JSON is never copied by hand).
 """
 import json
 import pathlib
 
 DS = {"type": "prometheus", "uid": "${datasource}"}
-NODE = 'node=~"$node"'
+# Our series carry the agent's target labels: `cluster` where the Prometheus has it (an external
+# or relabelled label of multi-cluster setups; `=~".*"` also matches its absence), the agent's
+# `namespace` and the `node`. ztunnel's and istio-cni's series are filtered by cluster and node
+# only: they live in their own namespace, which need not be the agent's.
+NODE = 'cluster=~"$cluster",namespace=~"$namespace",node=~"$node"'
+PEER = 'cluster=~"$cluster",node=~"$node"'
 # Finding codes of the eBPF flow tracer (serve runs it unless --no-flows).
 TRACER_CODES = ["MESH_BYPASS", "HBONE_CONNECT_FAILURES"]
 FAILED_OUTCOMES = "refused|reset|timeout|unreachable"
@@ -192,11 +202,11 @@ def build():
                        "workload manager (pending should converge to 0) and istio-cni's "
                        "ztunnel_connected. Needs ztunnel's :15020 and istio-cni's metrics port "
                        "scraped with a node label (Istio's Prometheus addon adds it).",
-                       [target(f"sum by (node) (workload_manager_active_proxy_count{{{NODE}}})",
+                       [target(f"sum by (node) (workload_manager_active_proxy_count{{{PEER}}})",
                                "{{node}} ztunnel active proxies"),
-                        target(f"sum by (node) (workload_manager_pending_proxy_count{{{NODE}}})",
+                        target(f"sum by (node) (workload_manager_pending_proxy_count{{{PEER}}})",
                                "{{node}} ztunnel pending proxies", "B"),
-                        target(f"sum by (node) (ztunnel_connected{{{NODE}}})",
+                        target(f"sum by (node) (ztunnel_connected{{{PEER}}})",
                                "{{node}} istio-cni ztunnel_connected", "C")]), 24, 8)
 
     lay.row("Causes")
@@ -220,7 +230,7 @@ def build():
     lay.add(timeseries("ztunnel connections by response flags", "ztunnel's own counter "
                        "(CONNECT = upstream connect failure, DENY = policy).",
                        [target(f"sum by (node, response_flags) (rate(istio_tcp_connections_opened_total"
-                               f'{{{NODE},reporter="source"}}[$__rate_interval]))',
+                               f'{{{PEER},reporter="source"}}[$__rate_interval]))',
                                "{{node}} {{response_flags}}")], unit="cps"), 12, 8)
     lay.add(timeseries("HBONE flow rate by outcome", "HBONE (:15008) client connections "
                        "closing per second, by outcome (closed = established and ended with "
@@ -276,15 +286,17 @@ def build():
                        "(/healthz fails after 120 s).",
                        [target(f"time() - max by (node) (ambient_doctor_last_successful_scan_"
                                f"timestamp_seconds{{{NODE}}})", "{{node}}")], unit="s"), 8, 8)
-    lay.add(timeseries("Agent memory and CPU", "Working set and CPU of the agent container "
-                       "(cAdvisor via the kubelet; the agent exports no process metrics).",
-                       [target('sum by (node) (container_memory_working_set_bytes{namespace='
-                               f'"istio-system",container="ambient-doctor",{NODE}}})',
-                               "{{node}} working set"),
-                        target('sum by (node) (rate(container_cpu_usage_seconds_total{namespace='
-                               f'"istio-system",container="ambient-doctor",{NODE}}}'
-                               "[$__rate_interval]))", "{{node}} CPU cores", "B")],
-                       unit="bytes"), 24, 8)
+    # cAdvisor's series carry the pod's namespace, so $namespace selects the agent's containers.
+    agent = f'container="ambient-doctor",{NODE}'
+    lay.add(timeseries("Agent memory", "Working set of the agent container (cAdvisor via the "
+                       "kubelet; the agent exports no process metrics).",
+                       [target(f"sum by (node) (container_memory_working_set_bytes{{{agent}}})",
+                               "{{node}} working set")], unit="bytes"), 12, 8)
+    lay.add(timeseries("Agent CPU", "CPU of the agent container in cores (cAdvisor via the "
+                       "kubelet).",
+                       [target("sum by (node) (rate(container_cpu_usage_seconds_total"
+                               f"{{{agent}}}[$__rate_interval]))", "{{node}} cores")],
+                       unit="short"), 12, 8)
 
     return {
         "uid": "ambient-doctor-redirect-drift",
@@ -302,10 +314,27 @@ def build():
         "templating": {"list": [
             {"name": "datasource", "label": "Data source", "type": "datasource",
              "query": "prometheus", "current": {}, "hide": 0, "refresh": 1},
+            # Single-valued: the panels aggregate by node, so pick one cluster when two share
+            # node names. A Prometheus without a `cluster` label has no values; All (".*", the
+            # default) then matches the absent label.
+            {"name": "cluster", "label": "Cluster", "type": "query", "datasource": DS,
+             "query": {"query": "label_values(ambient_doctor_build_info, cluster)",
+                       "refId": "cluster"},
+             "definition": "label_values(ambient_doctor_build_info, cluster)",
+             "multi": False, "includeAll": True, "allValue": ".*", "current": {},
+             "refresh": 2, "sort": 1, "hide": 0},
+            {"name": "namespace", "label": "Agent namespace", "type": "query", "datasource": DS,
+             "query": {"query": 'label_values(ambient_doctor_build_info{cluster=~"$cluster"}, '
+                                'namespace)', "refId": "namespace"},
+             "definition": 'label_values(ambient_doctor_build_info{cluster=~"$cluster"}, '
+                           'namespace)',
+             "multi": True, "includeAll": True, "allValue": ".*", "current": {},
+             "refresh": 2, "sort": 1, "hide": 0},
             {"name": "node", "label": "Node", "type": "query", "datasource": DS,
-             "query": {"query": "label_values(ambient_doctor_build_info, node)",
-                       "refId": "node"},
-             "definition": "label_values(ambient_doctor_build_info, node)",
+             "query": {"query": 'label_values(ambient_doctor_build_info{cluster=~"$cluster",'
+                                'namespace=~"$namespace"}, node)', "refId": "node"},
+             "definition": 'label_values(ambient_doctor_build_info{cluster=~"$cluster",'
+                           'namespace=~"$namespace"}, node)',
              "multi": True, "includeAll": True, "allValue": ".*", "current": {},
              "refresh": 2, "sort": 1, "hide": 0},
         ]},

@@ -9,8 +9,14 @@ on loopback scrape the real `ambient-doctor serve` on a lab node.
 3. The lab's ZDS server deadlocks (cni-sim restarted with the pre-1.29.6 deadlock fault):
    AmbientZdsStall goes pending, then firing in Prometheus' API, and arrives in Alertmanager's;
    after the repair (cni-sim restarted healthy, like restarting istio-cni) it resolves in both.
+   The same for AmbientZdsDisconnected with ztunnel-sim stopped (istio-cni listens, no ztunnel
+   is connected), repaired by starting it again (it reconnects and gets istio-cni's snapshot, as
+   a restarted ztunnel does).
 4. A backend flip in one lab pod (Istio's in-pod rules loaded a second time with
    iptables-legacy): the same for AmbientRedirectMixedBackend; repaired by flushing the legacy copy.
+   The flip also fires the catch-all AmbientRedirectDrift, which Alertmanager, loaded with the
+   inhibit rules of deploy/monitoring/alertmanager-inhibit.example.yaml, must hold suppressed
+   (inhibited by the critical alert) instead of notifying.
 5. Every PromQL expression of the dashboard and the rules references only metrics (and label
    values) the real scrape exports, or documented external ones; every dashboard query the lab
    can feed returns data over the test's time range.
@@ -105,6 +111,7 @@ class Lab:
     def __init__(self, binary_dir, prefix, work):
         self.tool = str(binary_dir / "tests/sim/ambient-lab")
         self.cni_sim = str(binary_dir / "tests/sim/cni-sim")
+        self.ztunnel_sim = str(binary_dir / "tests/sim/ztunnel-sim")
         self.prefix = prefix
         self.work = work
         self.run_dir = pathlib.Path("/run/ambient-lab") / prefix
@@ -125,12 +132,8 @@ class Lab:
         The new pid goes into the lab's pid file, so `ambient-lab down` stops it like the first.
         ztunnel-sim reconnects by itself, as ztunnel does when istio-cni restarts.
         """
+        self.stop_cni_sim()
         pid_file = self.run_dir / "cni-sim.pid"
-        old = int(pid_file.read_text().split()[0])
-        if pathlib.Path(f"/proc/{old}/comm").read_text().strip() == "cni-sim":
-            os.kill(old, signal.SIGTERM)
-            wait_for("the old cni-sim to exit", lambda: not pathlib.Path(f"/proc/{old}").exists()
-                     or "Z" in pathlib.Path(f"/proc/{old}/stat").read_text().split()[2], 10)
         argv = ["nsenter", f"--net=/run/netns/{self.prefix}-host", self.cni_sim,
                 "--socket", str(self.run_dir / "ztunnel.sock"),
                 "--pods-file", str(self.run_dir / "pods.txt"),
@@ -146,6 +149,34 @@ class Lab:
         wait_for("cni-sim to run", lambda: pathlib.Path(f"/proc/{process.pid}/comm").read_text()
                  .strip() == "cni-sim", 10)
         return process
+
+    def stop_cni_sim(self):
+        """Stops the lab's cni-sim (istio-cni gone: ztunnel keeps running, nothing listens)."""
+        pid_file = self.run_dir / "cni-sim.pid"
+        old = int(pid_file.read_text().split()[0])
+        if pathlib.Path(f"/proc/{old}/comm").read_text().strip() == "cni-sim":
+            os.kill(old, signal.SIGTERM)
+            wait_for("the old cni-sim to exit", lambda: not pathlib.Path(f"/proc/{old}").exists()
+                     or "Z" in pathlib.Path(f"/proc/{old}/stat").read_text().split()[2], 10)
+
+    def stop_ztunnel_sim(self):
+        pid = int((self.run_dir / "ztunnel-sim.pid").read_text().split()[0])
+        if pathlib.Path(f"/proc/{pid}/comm").read_text().strip() == "ztunnel-sim":
+            os.kill(pid, signal.SIGTERM)
+            wait_for("ztunnel-sim to exit", lambda: not pathlib.Path(f"/proc/{pid}").exists()
+                     or "Z" in pathlib.Path(f"/proc/{pid}/stat").read_text().split()[2], 10)
+
+    def start_ztunnel_sim(self):
+        """ztunnel-sim as the lab starts it (no faults), in the lab's ztunnel netns."""
+        argv = ["nsenter", f"--net=/run/netns/{self.prefix}-ztunnel", self.ztunnel_sim,
+                "--zds", str(self.run_dir / "ztunnel.sock"), "--node", f"{self.prefix}-node"]
+        log_file = open(self.run_dir / "ztunnel-sim.log", "ab")
+        process = subprocess.Popen(argv, stdout=log_file, stderr=subprocess.STDOUT,
+                                   stdin=subprocess.DEVNULL, start_new_session=True)
+        log_file.close()
+        (self.run_dir / "ztunnel-sim.pid").write_text(f"{process.pid}\n")
+        wait_for("ztunnel-sim to run", lambda: pathlib.Path(f"/proc/{process.pid}/comm")
+                 .read_text().strip() == "ztunnel-sim", 10)
 
     def pod_netns(self, index):
         return f"/run/netns/{self.prefix}-pod-{index:03d}"
@@ -188,7 +219,7 @@ def alerts_in_alertmanager(am, name):
             and a.get("status", {}).get("state") == "active"]
 
 
-def prove_alert(prom, am, name, node, inject, repair):
+def prove_alert(prom, am, name, node, inject, repair, while_active=None):
     log(f"{name}: injecting the fault")
     inject()
     pending = wait_for(f"{name} pending", lambda: [a for a in alerts_in_prometheus(prom, name)
@@ -208,12 +239,35 @@ def prove_alert(prom, am, name, node, inject, repair):
     if received[0]["labels"].get("node") != node:
         raise AssertionError(f"Alertmanager got {received[0]['labels']}")
     log(f"{name}: active in Alertmanager {received[0]['labels']}")
+    if while_active:
+        while_active()
     log(f"{name}: repairing")
     repair()
     wait_for(f"{name} resolved in Prometheus", lambda: not alerts_in_prometheus(prom, name))
     log(f"{name}: resolved in Prometheus")
     wait_for(f"{name} resolved in Alertmanager", lambda: not alerts_in_alertmanager(am, name))
     log(f"{name}: resolved in Alertmanager")
+
+
+def prove_inhibited(am, name, by):
+    """`name` reaches Alertmanager but is held suppressed, inhibited by the active `by`."""
+    def suppressed():
+        alerts = get_json(f"{am}/api/v2/alerts")
+        source = [a["fingerprint"] for a in alerts if a["labels"].get("alertname") == by]
+        target = [a for a in alerts if a["labels"].get("alertname") == name]
+        return [a for a in target if a.get("status", {}).get("state") == "suppressed"
+                and set(a["status"].get("inhibitedBy", [])) & set(source)]
+    held = wait_for(f"{name} inhibited by {by} in Alertmanager", suppressed)
+    log(f"{name}: suppressed in Alertmanager, inhibited by {by} {held[0]['labels']}")
+
+
+def alertmanager_config(source):
+    """A test receiver, plus the shipped example's inhibit rules, as they are."""
+    example = yaml.safe_load((source / deploy_checks.INHIBIT_EXAMPLE).read_text())
+    return {"route": {"receiver": "test", "group_by": ["alertname", "node"], "group_wait": "1s",
+                      "group_interval": "1s", "repeat_interval": "1h"},
+            "receivers": [{"name": "test"}],
+            "inhibit_rules": example["inhibit_rules"]}
 
 
 def scraped_series(metrics_text):
@@ -244,7 +298,7 @@ def check_references(exprs, series, failures, waiting):
         for metric, label, op, value in deploy_checks.label_matchers(expr):
             if not metric.startswith("ambient_doctor_") or metric not in series:
                 continue
-            if label in ("node", "job", "instance"):
+            if label in ("node", "job", "instance", "cluster", "namespace"):
                 continue  # target labels added by Prometheus, not the exporter
             values = value.split("|") if re.fullmatch(r"[A-Za-z0-9_|-]+", value) else []
             if op in ("=", "!=") and not values:
@@ -265,6 +319,7 @@ def run_dashboard_queries(prom, dashboard, node, start, end, failures, waiting):
         where = f"panel {panel_id} \"{title}\" ref {ref}"
         query = re.sub(r"\$__(rate_interval|interval|range)", "10s", expr)
         query = re.sub(r"\$\{?node\}?", node, query)
+        query = re.sub(r"\$\{?(cluster|namespace)\}?", ".*", query)  # All: the lab has neither
         names = deploy_checks.metric_names(query)
         external = sorted(n for n in names if not n.startswith("ambient_doctor_") and n != "up")
         if external:
@@ -301,7 +356,8 @@ def main():
         if not shutil.which(tool):
             print(f"SKIP: {tool} not installed (scripts/setup)")
             return SKIP
-    for binary in ("agent/ambient-doctor", "tests/sim/ambient-lab", "tests/sim/cni-sim"):
+    for binary in ("agent/ambient-doctor", "tests/sim/ambient-lab", "tests/sim/cni-sim",
+                   "tests/sim/ztunnel-sim"):
         if not (args.binary_dir / binary).exists():
             print(f"SKIP: {binary} not built")
             return SKIP
@@ -328,10 +384,7 @@ def main():
 
         rules_file = work / "rules.yaml"
         deploy_checks.write_rule_file(test_rule_groups(args.source_dir), rules_file)
-        (work / "alertmanager.yml").write_text(yaml.safe_dump({
-            "route": {"receiver": "test", "group_by": ["alertname", "node"], "group_wait": "1s",
-                      "group_interval": "1s", "repeat_interval": "1h"},
-            "receivers": [{"name": "test"}]}))
+        (work / "alertmanager.yml").write_text(yaml.safe_dump(alertmanager_config(args.source_dir)))
         (work / "prometheus.yml").write_text(yaml.safe_dump({
             "global": {"scrape_interval": "1s", "evaluation_interval": "1s",
                        "scrape_timeout": "900ms"},
@@ -370,8 +423,12 @@ def main():
         prove_alert(prom, am, "AmbientZdsStall", node,
                     lambda: lab.restart_cni_sim(deadlock=True),
                     lambda: lab.restart_cni_sim(deadlock=False))
+        prove_alert(prom, am, "AmbientZdsDisconnected", node,
+                    lab.stop_ztunnel_sim, lab.start_ztunnel_sim)
         prove_alert(prom, am, "AmbientRedirectMixedBackend", node,
-                    lambda: lab.flip(0), lambda: lab.unflip(0))
+                    lambda: lab.flip(0), lambda: lab.unflip(0),
+                    lambda: prove_inhibited(am, "AmbientRedirectDrift",
+                                            "AmbientRedirectMixedBackend"))
 
         # Every expression against the real scrape, and every dashboard query against Prometheus.
         time.sleep(2)

@@ -2,7 +2,8 @@
 """Offline checks of deploy/ (manifests, alerts, runbooks, image recipe, dashboard).
 
 usage: deploy_checks.py CHECK --source-dir DIR --work-dir DIR [--binary PATH]
-CHECK: yamllint | manifests | conventions | rules | runbooks | image | dashboard | selftest
+CHECK: yamllint | manifests | conventions | rules | runbooks | table | inhibit | image |
+       dashboard | selftest
 Exit 0 = pass, 1 = failures (listed), 77 = skipped (the reason is the last line: "SKIP: ...").
 Run through tests/unit/deploy_test.cc (ctest); /usr/bin/python3 because it has PyYAML.
 """
@@ -30,9 +31,26 @@ EXTERNAL_METRICS = {
     "ztunnel_connected": "istio-cni metrics",
     "container_memory_working_set_bytes": "kubelet cAdvisor",
     "container_cpu_usage_seconds_total": "kubelet cAdvisor",
+    "kube_daemonset_status_number_unavailable": "kube-state-metrics",
+    "kube_daemonset_status_updated_number_scheduled": "kube-state-metrics",
 }
 EXPECTED_CAPABILITIES = {"SYS_ADMIN", "NET_ADMIN", "NET_RAW", "SYS_PTRACE", "DAC_READ_SEARCH"}
-RUNBOOK_SECTIONS = ["## Meaning", "## Confirm", "## Likely causes", "## Remediation"]
+# In this order on every page.
+RUNBOOK_SECTIONS = ["## Meaning", "## Impact", "## Confirm", "## Likely causes", "## Remediation",
+                    "## Escalation"]
+# Labels every aggregation of an alert keeps, so Alertmanager can route and inhibit by them and
+# one cluster's or node's data never fires or clears another's alert.
+ALERT_LABELS = ("cluster", "namespace")
+# The redirect states of ambient_doctor_pods and the finding code each comes from
+# (agent/report/redirect_state.h, docs/metrics.md "Redirect state").
+STATE_CODES = {
+    "host_enrolled": "HOST_NETNS_ENROLLED", "mixed_backend": "MIXED_BACKEND",
+    "conflict": "DATAPLANE_CONFLICT", "incomplete": "INCOMPLETE_RULESET",
+    "listeners_missing": "ZTUNNEL_LISTENERS_MISSING", "redirect_missing": "REDIRECT_MISSING",
+    "duplicate": "DUPLICATE_RULE", "healthy": None, "not_enrolled": None,
+}
+# Metrics that are one finding code each.
+METRIC_CODES = {"ambient_doctor_zds_stall": "ZDS_STALL"}
 
 
 class Checker:
@@ -221,6 +239,8 @@ def check_manifests(args):
                         c.check(d["metadata"].get("labels", {}).get("release") ==
                                 "kube-prometheus-stack",
                                 f"{d['kind']} lacks the release label kube-prometheus-stack selects")
+            if name.startswith("examples/"):
+                check_dashboard_configmap(c, args.source_dir, docs, name)
             if name == "examples/all":
                 ds = next(d for d in docs if d["kind"] == "DaemonSet")
                 caps = ds["spec"]["template"]["spec"]["containers"][0]["securityContext"][
@@ -232,6 +252,19 @@ def check_manifests(args):
         print(result.stdout + result.stderr)
         c.check(result.returncode == 0, "schema / strict validation failed (above)")
     return c.finish("manifests")
+
+
+def check_dashboard_configmap(c, source, docs, name):
+    """The Grafana sidecar's ConfigMap: labelled for the sidecar, the committed JSON verbatim."""
+    cm = next((d for d in docs if d["kind"] == "ConfigMap" and
+               d["metadata"]["name"] == "ambient-doctor-dashboard"), None)
+    if not c.check(cm is not None, f"deploy/{name}: no dashboard ConfigMap"):
+        return
+    c.check(cm["metadata"].get("labels", {}).get("grafana_dashboard") == "1",
+            f"deploy/{name}: dashboard ConfigMap lacks the label grafana_dashboard: \"1\"")
+    c.check(cm.get("data", {}).get("ambient-doctor.json") ==
+            (source / "deploy/grafana/ambient-doctor.json").read_text(),
+            f"deploy/{name}: dashboard ConfigMap differs from deploy/grafana/ambient-doctor.json")
 
 
 def check_conventions(args, ds_text=None):
@@ -362,13 +395,31 @@ def check_rules(args):
         cases = tested.get(name, [])
         c.check(True in cases and False in cases,
                 f"{name}: needs a unit test that fires and one that does not")
-        c.check("by (node)" in rule["expr"], f"{name}: expression must keep the node label")
+        for problem in aggregation_problems(rule["expr"]):
+            c.check(False, f"{name}: {problem}")
         c.check(rule.get("labels", {}).get("severity") in {"critical", "warning", "info"},
                 f"{name}: severity label")
         url = rule.get("annotations", {}).get("runbook_url", "")
         c.check(url.endswith(f"/docs/runbooks/{name}.md"), f"{name}: runbook_url {url}")
         c.check("for" in rule, f"{name}: no `for:` (pages on a blip)")
     return c.finish("rules")
+
+
+def aggregation_problems(expr):
+    """Every aggregation keeps cluster and namespace, and some keep node (a node-level alert)."""
+    problems = []
+    text = strip_strings(expr)
+    groupings = re.findall(r"\b(?:sum|max|min|avg|count)\s+by\s*\(([^)]*)\)", text)
+    if re.search(r"\b(?:sum|max|min|avg|count)\s*\(", text):
+        problems.append("an aggregation without `by (...)` drops every label")
+    for grouping in groupings:
+        labels = {l.strip() for l in grouping.split(",")}
+        missing = [l for l in ALERT_LABELS if l not in labels]
+        if missing:
+            problems.append(f"`by ({grouping})` drops {', '.join(missing)}")
+    if not any("node" in {l.strip() for l in g.split(",")} for g in groupings):
+        problems.append("no aggregation keeps the node label")
+    return problems
 
 
 def check_runbooks(args):
@@ -379,15 +430,144 @@ def check_runbooks(args):
             continue
         text = page.read_text()
         c.check(text.startswith(f"# {rule['alert']}\n"), f"{page.name}: title")
+        headings = [h for h in re.findall(r"^## .*", text, re.M) if h in RUNBOOK_SECTIONS]
         for section in RUNBOOK_SECTIONS:
-            c.check(section in text, f"{page.name}: section '{section}' missing")
+            c.check(section in headings, f"{page.name}: section '{section}' missing")
+        c.check(headings == [s for s in RUNBOOK_SECTIONS if s in headings],
+                f"{page.name}: sections out of order {headings} (want {RUNBOOK_SECTIONS})")
+        escalation = text.split("## Escalation", 1)[-1]
+        c.check("ambient-doctor" in escalation and "github.com/" in escalation,
+                f"{page.name}: escalation must say what to collect and where to file it")
         confirm = text.split("## Confirm", 1)[-1].split("## ", 1)[0]
         c.check("ambient-doctor report" in confirm, f"{page.name}: confirm with ambient-doctor report")
         causes = text.split("## Likely causes", 1)[-1].split("## ", 1)[0]
         # Mesh alerts cite the Istio releases/issues behind them; the agent's own alerts cannot.
         c.check(rule["alert"].startswith("AmbientDoctor") or re.search(r"#\d{3,}|1\.\d\d\.\d", causes) is not None,
                 f"{page.name}: likely causes cite no Istio release or issue")
+    pages = {p.stem for p in (args.source_dir / "docs/runbooks").glob("*.md")} - {"README"}
+    for orphan in sorted(pages - {r["alert"] for r in alert_rules(args.source_dir)}):
+        c.check(False, f"docs/runbooks/{orphan}.md has no alert in the PrometheusRule")
     return c.finish("runbooks")
+
+
+def codes_covered(expr):
+    """Finding codes an alert expression selects: code matchers of ambient_doctor_findings,
+    redirect states of ambient_doctor_pods (a negative matcher covers every other state), and
+    one-code metrics."""
+    covered = set()
+    for metric, label, op, value in label_matchers(expr):
+        values = set(value.split("|"))
+        if metric == "ambient_doctor_findings" and label == "code" and op in ("=", "=~"):
+            covered |= values
+        elif metric == "ambient_doctor_pods" and label == "redirect_state":
+            states = values if op in ("=", "=~") else set(STATE_CODES) - values
+            covered |= {STATE_CODES[s] for s in states if STATE_CODES.get(s)}
+    covered |= {code for metric, code in METRIC_CODES.items() if metric in metric_names(expr)}
+    return covered
+
+
+def table_problems(rules, codes):
+    """The findings table (`findings -o json`) and the PrometheusRule disagree: a named alert is
+    missing or does not select its code, a code an expression names maps to another alert, or a
+    critical code does not page as critical."""
+    problems = []
+    by_name = {r["alert"]: r for r in rules}
+    for entry in codes:
+        code, alert = entry["code"], entry.get("alert", "")
+        if not alert:
+            if entry["severity"] == "critical":
+                problems.append(f"{code} is critical but no alert pages for it")
+            continue
+        if entry.get("runbook") != f"docs/runbooks/{alert}.md":
+            problems.append(f"{code}: runbook {entry.get('runbook')} is not {alert}'s page")
+        rule = by_name.get(alert)
+        if rule is None:
+            problems.append(f"{code}: its alert {alert} is not in the PrometheusRule")
+            continue
+        if code not in codes_covered(rule["expr"]):
+            problems.append(f"{code}: its alert {alert} does not select it ({rule['expr']})")
+        if entry["severity"] == "critical" and rule.get("labels", {}).get("severity") != "critical":
+            problems.append(f"{code} is critical but its alert {alert} pages as "
+                            f"{rule.get('labels', {}).get('severity')}")
+    table = {e["code"]: e.get("alert", "") for e in codes}
+    for rule in rules:
+        for metric, label, op, value in label_matchers(rule["expr"]):
+            if metric != "ambient_doctor_findings" or label != "code" or op not in ("=", "=~"):
+                continue
+            for code in value.split("|"):
+                if code not in table:
+                    problems.append(f"{rule['alert']}: unknown finding code {code}")
+                elif table[code] != rule["alert"]:
+                    problems.append(f"{rule['alert']} selects {code}, whose alert column says "
+                                    f"{table[code] or 'no alert'}")
+    return problems
+
+
+def check_table(args):
+    """The findings table, the PrometheusRule and the runbooks agree (the alert tables of the
+    README and the runbook index are generated from them: docs_test runs scripts/gen-docs
+    --check)."""
+    c = Checker()
+    if not args.binary or not pathlib.Path(args.binary).exists():
+        return skip(f"binary {args.binary} not built")
+    result = run([args.binary, "findings", "-o", "json"])
+    if not c.check(result.returncode == 0, f"findings -o json: {result.stderr.strip()}"):
+        return c.finish("table")
+    codes = json.loads(result.stdout)
+    rules = alert_rules(args.source_dir)
+    for problem in table_problems(rules, codes):
+        c.check(False, problem)
+    paged = {e["alert"] for e in codes if e.get("alert")}
+    print(f"{len(codes)} codes, {len(paged)} of the {len(rules)} alerts page for codes")
+    return c.finish("table")
+
+
+INHIBIT_EXAMPLE = "deploy/monitoring/alertmanager-inhibit.example.yaml"
+
+
+def inhibit_problems(config, rules):
+    """The example inhibit rules mute AmbientRedirectDrift under the critical alerts, on the
+    same cluster and node, and name only alerts that exist."""
+    problems = []
+    names = {r["alert"] for r in rules}
+    critical = {r["alert"] for r in rules if r.get("labels", {}).get("severity") == "critical"}
+    inhibits = config.get("inhibit_rules") or []
+    drift = [r for r in inhibits if 'alertname="AmbientRedirectDrift"' in r.get("target_matchers", [])]
+    if not drift:
+        problems.append("no inhibit rule targets AmbientRedirectDrift")
+    for rule in drift:
+        sources = rule.get("source_matchers", [])
+        if 'severity="critical"' not in sources:
+            problems.append(f"the drift inhibit rule's sources are not the critical alerts: {sources}")
+        pattern = next((m.split("=~", 1)[1].strip('"') for m in sources
+                        if m.startswith("alertname=~")), ".*")
+        muted_by = {n for n in critical if re.fullmatch(pattern, n)}
+        for name in sorted(critical - muted_by):
+            problems.append(f"the critical alert {name} does not inhibit drift")
+        if not {"cluster", "node"} <= set(rule.get("equal", [])):
+            problems.append(f"the drift inhibit rule must be per cluster and node: {rule.get('equal')}")
+    for rule in inhibits:
+        for matcher in rule.get("source_matchers", []) + rule.get("target_matchers", []):
+            if matcher.startswith("alertname=") and not matcher.startswith("alertname=~"):
+                name = matcher.split("=", 1)[1].strip('"')
+                if name not in names:
+                    problems.append(f"inhibit rule names the unknown alert {name}")
+    return problems
+
+
+def check_inhibit(args):
+    c = Checker()
+    path = args.source_dir / INHIBIT_EXAMPLE
+    config = yaml.safe_load(path.read_text())
+    for problem in inhibit_problems(config, alert_rules(args.source_dir)):
+        c.check(False, problem)
+    if shutil.which("amtool"):
+        result = run(["amtool", "check-config", str(path)])
+        print(result.stdout + result.stderr)
+        c.check(result.returncode == 0, f"amtool check-config {INHIBIT_EXAMPLE}")
+    else:
+        print("SKIP-PART: amtool not installed; alerts_live_test loads the file into Alertmanager")
+    return c.finish("inhibit")
 
 
 def runtime_packages(containerfile_text, stage="runtime"):
@@ -505,6 +685,7 @@ def lint_dashboard(c, dashboard, work, codes=None):
     c.check(variables.get("datasource", {}).get("type") == "datasource", "$datasource variable")
     c.check(variables.get("datasource", {}).get("query") == "prometheus", "$datasource prometheus")
     c.check("node" in variables, "$node variable")
+    c.check(variables.get("cluster", {}).get("type") == "query", "$cluster variable")
     builtins = {"__rate_interval", "__interval", "__range", "__interval_ms", "__range_s"}
     ids = set()
 
@@ -521,6 +702,11 @@ def lint_dashboard(c, dashboard, work, codes=None):
                     c.check(ds.get("uid") in ("${datasource}", "$datasource", "-- Mixed --",
                                               "-- Grafana --"),
                             f"{where}: hard-coded datasource {json.dumps(ds)}")
+            unit = panel.get("fieldConfig", {}).get("defaults", {}).get("unit")
+            if unit == "bytes":
+                for t in panel.get("targets", []):
+                    for name in metric_names(substitute_grafana(t.get("expr", ""))):
+                        c.check("bytes" in name, f"{where}: unit bytes for {name}")
             for t in panel.get("targets", []):
                 for var in re.findall(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)", t.get("expr", "")):
                     c.check(var in variables or var in builtins,
@@ -530,6 +716,10 @@ def lint_dashboard(c, dashboard, work, codes=None):
     walk(dashboard.get("panels", []))
     queries = dashboard_queries(dashboard)
     for panel_id, title, ref, expr in queries:
+        # The agent's namespace is the user's choice: a literal one is a panel without data.
+        for metric, label, op, value in label_matchers(expr):
+            c.check(label != "namespace" or value.startswith("$"),
+                    f"panel {panel_id} \"{title}\" ref {ref}: hard-coded {label}{op}\"{value}\"")
         for name in metric_names(substitute_grafana(expr)):
             c.check(name.startswith("ambient_doctor_") or name in EXTERNAL_METRICS,
                     f"panel {panel_id} \"{title}\" ref {ref}: unknown metric {name}")
@@ -604,13 +794,19 @@ def check_selftest(args):
     panels[7]["targets"][0]["expr"] = "sum(ambient_doctor_podz) + sum(renamed_metric)"
     del panels[8]["gridPos"]
     panels[9]["targets"][0]["expr"] = 'sum(ambient_doctor_findings{code=~"ZDS_STALL|DNS_BROKEN"})'
+    cpu = next(p for p in panels if p.get("title") == "Agent CPU")
+    cpu["fieldConfig"]["defaults"]["unit"] = "bytes"
+    backend = next(p for p in panels if p.get("title") == "Pods by netfilter backend")
+    backend["targets"][0]["expr"] = 'sum(ambient_doctor_pods{namespace="istio-system"})'
     sub = Checker()
     if shutil.which("promtool"):
         lint_dashboard(sub, dashboard, args.work_dir / "selftest-dashboard",
                        {"ZDS_STALL", "DNS_CAPTURE_BROKEN"})
         expect(sub.failures, ["duplicate panel id", "hard-coded datasource",
                               "undefined variable $nodes", "PromQL error", "unknown metric renamed_metric",
-                              "no gridPos", "unknown finding code DNS_BROKEN"], "dashboard")
+                              "no gridPos", "unknown finding code DNS_BROKEN",
+                              "unit bytes for container_cpu_usage_seconds_total",
+                              'hard-coded namespace="istio-system"'], "dashboard")
         c.check("unknown finding code ZDS_STALL" not in "\n".join(sub.failures),
                 "dashboard: a known code was reported unknown")
 
@@ -619,8 +815,9 @@ def check_selftest(args):
         groups = extract_rule_groups(args.source_dir)
         for group in groups:
             for rule in group["rules"]:
-                rule["expr"] = rule["expr"].replace("max by (node) (ambient_doctor_zds_stall)",
-                                                    "max(ambient_doctor_zds_stall)")
+                rule["expr"] = rule["expr"].replace(
+                    "max by (cluster, namespace, node) (ambient_doctor_zds_stall)",
+                    "max(ambient_doctor_zds_stall)")
         work = args.work_dir / "selftest-rules"
         work.mkdir(parents=True, exist_ok=True)
         write_rule_file(groups, work / "rules.yaml")
@@ -628,6 +825,45 @@ def check_selftest(args):
         result = run(["promtool", "test", "rules", "alerts_test.yaml"], cwd=work)
         c.check(result.returncode != 0 and "AmbientZdsStall" in result.stdout + result.stderr,
                 "promtool test rules did not catch an alert that lost its node label")
+    expect(aggregation_problems("max(a) > 0") + aggregation_problems("sum by (node) (a)") +
+           aggregation_problems("sum by (cluster, namespace) (a)"),
+           ["without `by (...)`", "drops cluster, namespace", "no aggregation keeps the node"],
+           "aggregation labels")
+    c.check(not aggregation_problems("max by (cluster, namespace, node) (time() - a) > 300"),
+            "aggregation labels: a good expression was reported")
+
+    # The findings table against the rules: a critical code paging as warning, a critical code
+    # without an alert, an alert selecting a code the table maps elsewhere, a renamed alert.
+    rules = [{"alert": "A", "expr": 'sum by (cluster, namespace, node) (ambient_doctor_findings'
+              '{code=~"X|Y"}) > 0', "labels": {"severity": "warning"}},
+             {"alert": "S", "expr": 'sum by (cluster, namespace, node) (ambient_doctor_pods'
+              '{redirect_state!~"healthy|not_enrolled|duplicate"}) > 0',
+              "labels": {"severity": "critical"}}]
+    codes = [{"code": "X", "severity": "critical", "alert": "A", "runbook": "docs/runbooks/A.md"},
+             {"code": "Y", "severity": "warning", "alert": "B", "runbook": "docs/runbooks/B.md"},
+             {"code": "Z", "severity": "critical", "alert": "", "runbook": ""},
+             {"code": "MIXED_BACKEND", "severity": "critical", "alert": "S",
+              "runbook": "docs/runbooks/S.md"},
+             {"code": "DUPLICATE_RULE", "severity": "warning", "alert": "S",
+              "runbook": "docs/runbooks/S.md"}]
+    expect(table_problems(rules, codes),
+           ["X is critical but its alert A pages as warning", "Y: its alert B is not in",
+            "A selects Y, whose alert column says B", "Z is critical but no alert pages",
+            "DUPLICATE_RULE: its alert S does not select it"], "table")
+    c.check(not [p for p in table_problems(rules, codes) if p.startswith("MIXED_BACKEND")],
+            "table: a code covered through its redirect state was reported")
+
+    # Inhibit rules: drift muted by only some critical alerts, across nodes, unknown names.
+    broken_inhibit = {"inhibit_rules": [
+        {"source_matchers": ['alertname=~"AmbientZds.+"', 'severity="critical"'],
+         "target_matchers": ['alertname="AmbientRedirectDrift"'], "equal": ["node"]},
+        {"source_matchers": ['alertname="AmbientGone"'],
+         "target_matchers": ['alertname="AmbientRedirectDrift"'], "equal": ["node"]}]}
+    expect(inhibit_problems(broken_inhibit, alert_rules(args.source_dir)),
+           ["AmbientRedirectMixedBackend does not inhibit drift", "per cluster and node",
+            "unknown alert AmbientGone", "sources are not the critical alerts"], "inhibit")
+    c.check(not inhibit_problems(yaml.safe_load((args.source_dir / INHIBIT_EXAMPLE).read_text()),
+                                 alert_rules(args.source_dir)), "inhibit: the example fails")
 
     # Manifests: strict validation catches a misspelled field the schemas allow.
     validate = args.source_dir / "deploy/validate"
@@ -650,6 +886,8 @@ CHECKS = {
     "conventions": check_conventions,
     "rules": check_rules,
     "runbooks": check_runbooks,
+    "table": check_table,
+    "inhibit": check_inhibit,
     "image": check_image,
     "dashboard": check_dashboard,
 }

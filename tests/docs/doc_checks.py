@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """Documentation currency, checked against the built binary and the sources (no root, no network):
 
-  findings  docs/findings.md equals what scripts/gen-docs writes from `findings -o markdown`
+  findings  docs/findings.md and the alert tables of README.md and docs/runbooks/README.md equal
+            what scripts/gen-docs writes from `findings` and the PrometheusRule
   commands  every command of `ambient-doctor --help` has a section in docs/cli.md, and every flag
             of every command's --help is documented there
   codes     every finding code of `findings -o json` is named in README.md
   metrics   every metric name the agent's sources register is documented in docs/metrics.md
-  alerts    every alert of the PrometheusRule is in README.md, docs/deploy.md and the runbook index
+  alerts    every alert of the PrometheusRule is in README.md and the runbook index, and
+            docs/deploy.md links the index
   links     every relative link of every Markdown file resolves (file, and heading anchor), and
             the README links every page of docs/
   wording   README.md, docs/, deploy/ and bench/README.md speak of the product, not of its
@@ -44,7 +46,7 @@ def check_findings(root, binary, fail):
                              "--source-dir", str(root), "--binary", str(binary)],
                             capture_output=True, text=True, check=False)
     fail.check(result.returncode == 0,
-               "docs/findings.md is stale (run scripts/gen-docs):\n" + result.stdout[-3000:] +
+               "generated docs are stale (run scripts/gen-docs):\n" + result.stdout[-3000:] +
                result.stderr)
 
 
@@ -105,10 +107,12 @@ def check_alerts(root, binary, fail):
     rules = (root / "deploy" / "monitoring" / "prometheusrule.yaml").read_text()
     alerts = re.findall(r"^\s*-?\s*alert:\s*(\w+)", rules, re.M)
     fail.check(len(alerts) >= 5, f"only {len(alerts)} alerts in the PrometheusRule")
-    for page in ("README.md", "docs/deploy.md", "docs/runbooks/README.md"):
+    for page in ("README.md", "docs/runbooks/README.md"):
         text = (root / page).read_text()
         for alert in alerts:
             fail.check(f"`{alert}`" in text, f"{page} does not list the alert {alert}")
+    deploy = (root / "docs" / "deploy.md").read_text()
+    fail.check("(runbooks/README.md)" in deploy, "docs/deploy.md does not link the runbook index")
 
 
 def markdown_files(root):
@@ -224,7 +228,12 @@ def selftest(root, binary, fail):
         ("commands", lambda t: edit(t / "docs/cli.md", "\n## rules", "\n## the rules")),
         ("codes", lambda t: edit(t / "README.md", "`MULTIPLE_ZTUNNELS`", "MULTIPLE_ZTUNNELS")),
         ("metrics", lambda t: edit(t / "docs/metrics.md", "`ambient_doctor_zds_stall`", "zds")),
-        ("alerts", lambda t: edit(t / "docs/deploy.md", "`AmbientZdsStall`", "ZdsStall")),
+        ("findings", lambda t: edit(t / "docs/runbooks/README.md", "| critical | 2m |",
+                                    "| warning | 2m |")),
+        ("findings", lambda t: edit(t / "README.md", "`INPOD_PROXY_BLOCKED` |", "— |")),
+        ("alerts", lambda t: edit(t / "docs/runbooks/README.md", "[`AmbientZdsStall`]",
+                                  "[AmbientZdsStall]")),
+        ("alerts", lambda t: edit(t / "docs/deploy.md", "(runbooks/README.md)", "(runbooks/)")),
         ("links", lambda t: edit(t / "README.md", "(docs/cli.md)", "(docs/cli-missing.md)")),
         ("links", lambda t: edit(t / "README.md", "(docs/cli.md)", "(docs/cli.md#no-such)")),
         ("links", lambda t: (t / "docs/orphan.md").write_text("# Orphan\n")),

@@ -1,8 +1,10 @@
 // The alerts proven live: Debian's real prometheus and prometheus-alertmanager on
-// loopback scrape the real `ambient-doctor serve` on a lab node; a ZDS deadlock and a backend flip
-// injected into the lab raise AmbientZdsStall and AmbientRedirectMixedBackend (pending, firing,
-// in Alertmanager, resolved after the repair); every dashboard and rule expression references
-// only what the real scrape exports, and every dashboard query the lab feeds returns data.
+// loopback scrape the real `ambient-doctor serve` on a lab node; a ZDS deadlock, a stopped ztunnel
+// and a backend flip injected into the lab raise AmbientZdsStall, AmbientZdsDisconnected and
+// AmbientRedirectMixedBackend (pending, firing, in Alertmanager, resolved after the repair), and
+// the example inhibit rules hold the AmbientRedirectDrift of the flip suppressed; every dashboard
+// and rule expression references only what the real scrape exports, and every dashboard query
+// the lab feeds returns data.
 // Driven by tests/deploy/alerts_live.py (about 40 s; ctest label `prometheus`).
 #include <gtest/gtest.h>
 #include <unistd.h>

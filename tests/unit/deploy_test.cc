@@ -1,6 +1,7 @@
 // deploy/ checked offline (no cluster, no root): YAML style, kustomize rendering with schema and
 // strict unknown-field validation, the DaemonSet's conventions and least privilege, the alert
-// rules (promtool check + unit tests of every alert), the runbooks, the image's runtime packages
+// rules (promtool check + unit tests of every alert), the runbooks and their agreement with the
+// findings table, the example Alertmanager inhibit rules, the image's runtime packages
 // against `ldd` of the built binary, and the Grafana dashboard's lint and PromQL. The checks live
 // in tests/deploy/deploy_checks.py; the live Prometheus proof is
 // tests/integration/alerts_live_test.
@@ -36,6 +37,16 @@ TEST(DeployTest, AlertRulesPassPromtoolCheckAndUnitTests) {
 
 TEST(DeployTest, EveryAlertHasARunbook) {
   AD_EXPECT_DEPLOY_SCRIPT("deploy_checks.py", Arguments("runbooks"));
+}
+
+// The findings table's alert column (the built binary's `findings -o json`), the PrometheusRule
+// and the runbooks agree; every critical code pages as critical.
+TEST(DeployTest, FindingsTableAlertsAndRunbooksAgree) {
+  AD_EXPECT_DEPLOY_SCRIPT("deploy_checks.py", Arguments("table"));
+}
+
+TEST(DeployTest, InhibitRulesExamplePassesAmtool) {
+  AD_EXPECT_DEPLOY_SCRIPT("deploy_checks.py", Arguments("inhibit"));
 }
 
 TEST(DeployTest, ImageRuntimeStageInstallsExactlyTheLinkedLibraries) {

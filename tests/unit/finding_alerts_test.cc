@@ -1,7 +1,8 @@
 // The finding table's alert and runbook columns (AlertForFinding, RunbookForFinding) are
 // documentation that must match deploy/monitoring/prometheusrule.yaml: every named alert exists
 // there with a runbook, its expression covers the code, every code an alert expression names maps
-// back to that alert, and the runbook index (docs/runbooks/README.md) lists every such alert.
+// back to that alert, every critical code pages as critical, and the runbook index
+// (docs/runbooks/README.md) lists every such alert.
 #include "report/finding_alerts.h"
 
 #include <gtest/gtest.h>
@@ -69,6 +70,19 @@ TEST(FindingAlerts, EveryNamedAlertExistsCoversItsCodeAndHasARunbook) {
   EXPECT_GE(with_alert, 8);
 }
 
+// A critical code pages as critical: it has an alert, and that alert's rule says so.
+TEST(FindingAlerts, EveryCriticalCodePagesAsCritical) {
+  const auto rules = AlertRules();
+  const std::regex critical(R"(\n\s*severity: critical\b)");
+  for (const FindingCodeInfo& info : AllFindingCodes()) {
+    if (info.severity != Severity::kCritical) continue;
+    ASSERT_FALSE(info.alert.empty()) << info.name << " is critical but no alert pages for it";
+    ASSERT_TRUE(rules.contains(std::string(info.alert))) << info.alert;
+    EXPECT_TRUE(std::regex_search(rules.at(std::string(info.alert)), critical))
+        << info.name << " is critical but " << info.alert << " is not";
+  }
+}
+
 TEST(FindingAlerts, EveryCodeAnAlertNamesMapsBackToIt) {
   for (const auto& [alert, rule] : AlertRules()) {
     for (const FindingCodeInfo& info : AllFindingCodes()) {
@@ -86,7 +100,9 @@ TEST(FindingAlerts, RunbookIndexListsEveryAlertOfTheTable) {
   ASSERT_FALSE(index.empty());
   for (const FindingCodeInfo& info : AllFindingCodes()) {
     if (info.alert.empty()) continue;
-    const std::string row = "| `" + std::string(info.alert) + "` |";
+    // The index's first column links the page: "| [`AmbientZdsStall`](AmbientZdsStall.md) |".
+    const std::string row =
+        "| [`" + std::string(info.alert) + "`](" + std::string(info.alert) + ".md) |";
     const std::string link = "(" + std::string(info.alert) + ".md)";
     EXPECT_NE(index.find(row), std::string::npos) << info.alert << " has no row in the index";
     EXPECT_NE(index.find(link), std::string::npos) << info.alert << " has no link in the index";
