@@ -415,8 +415,9 @@ struct ContainerRun {
   std::string label;  // "all" or "-CAP"
   std::string error;  // the run itself failed (not a degraded source)
   pid_t pid = 0;
-  std::string status;  // /proc/<pid>/status
-  int healthz = 0;     // HTTP status of GET /healthz on the pod IP (0: no answer)
+  std::string status;     // /proc/<pid>/status
+  std::string mountinfo;  // /proc/<pid>/mountinfo
+  int healthz = 0;        // HTTP status of GET /healthz on the pod IP (0: no answer)
   std::string healthz_body;
   std::string report;  // stdout of `ambient-doctor report -o json` through ExecSync
   int report_exit = -1;
@@ -424,8 +425,8 @@ struct ContainerRun {
   std::set<ReportedError> errors;
   std::vector<std::string> netns;   // paths of the netns the report lists
   std::set<std::string> pod_names;  // namespace/name of the pods CRI named
-  int unreadable = 0;
-  std::string log;  // the container's log (CRI format)
+  std::string istio_fds;  // "cni-sim 3, ztunnel-sim 3": netns fds the Istio processes hold
+  std::string log;        // the container's log (CRI format)
 };
 
 std::string StatusField(const std::string& status, const std::string& field) {
@@ -456,10 +457,17 @@ void ReadReport(const ContainerdFixture& ctrd, const std::string& id, const std:
   }
   run.findings = test::ToFindings(JsonMember(doc, "findings"));
   CollectErrors(doc, "report", run.errors, prefix);
+  if (const rapidjson::Value* processes = JsonMember(doc["node"], "processes")) {
+    for (const rapidjson::Value& p : processes->GetArray()) {
+      const rapidjson::Value* fds = JsonMember(p, "netns_fd_inodes");
+      run.istio_fds += (run.istio_fds.empty() ? "" : ", ") +
+                       std::string(JsonStringMember(p, "comm")) + " " +
+                       std::to_string(fds && fds->IsArray() ? fds->Size() : 0);
+    }
+  }
   for (const rapidjson::Value& n : doc["netns"].GetArray()) {
     run.netns.emplace_back(JsonStringMember(n, "path"));
     if (const std::string pod(JsonStringMember(n, "pod")); !pod.empty()) run.pod_names.insert(pod);
-    if (JsonTrue(n, "unreadable")) ++run.unreadable;
   }
 }
 
@@ -476,6 +484,7 @@ ContainerRun RunOnce(const ContainerdFixture& ctrd, const Rendered& r, const Nod
   if (run.error = ctrd.StartContainer(id); run.error.empty()) {
     run.pid = ctrd.InspectContainer(id).pid;
     run.status = ReadText("/proc/" + std::to_string(run.pid) + "/status");
+    run.mountinfo = ReadText("/proc/" + std::to_string(run.pid) + "/mountinfo");
     ReadReport(ctrd, id, prefix, run);
     // The kubelet's probe: GET /healthz on the pod IP. The test's CNI bridge gives the node no
     // route to pods, so it is sent from the pod's own netns, still to the pod IP.
@@ -545,6 +554,16 @@ uint64_t CapabilityMask(const std::vector<std::string>& names) {
   return mask;
 }
 
+// The evidence line of ZTUNNEL_LISTENERS_MISSING naming who holds ztunnel's port instead.
+std::string ListenerOwner(const ContainerRun& run) {
+  for (const test::JsonFinding& f : run.findings) {
+    for (const std::string& line : f.evidence) {
+      if (line.find("non-ztunnel socket") != std::string::npos) return line;
+    }
+  }
+  return "";
+}
+
 std::string Findings(const ContainerRun& run) {
   std::string out;
   for (const test::JsonFinding& f : run.findings) {
@@ -570,9 +589,12 @@ std::string TableRow(const std::string& cap, const ContainerRun& full, const Con
   for (const std::string& s : sources) joined += (joined.empty() ? "" : ", ") + s;
   std::string message = added.empty() ? "-" : added.begin()->message;
   std::replace(message.begin(), message.end(), '|', '/');
+  const std::string owner =
+      std::regex_replace(ListenerOwner(run), std::regex("owners [0-9]+"), "owners <pid>");
   return "| " + cap + " | " + (joined.empty() ? "nothing" : joined) + " | " + message + " | " +
-         std::to_string(run.unreadable) + " of " + std::to_string(run.netns.size()) + " | " +
-         std::to_string(run.healthz) + " | " + Findings(run) + " |\n";
+         std::to_string(run.netns.size()) + " | " + std::to_string(run.healthz) + " | " +
+         Findings(run) + " | " + (owner.empty() ? "-" : owner) + " | " +
+         (run.istio_fds.empty() ? "-" : run.istio_fds) + " |\n";
 }
 
 uint64_t HexMask(const std::string& text) {
@@ -582,7 +604,7 @@ uint64_t HexMask(const std::string& text) {
 // The run as shipped: the runtime's seccomp filter, exactly the listed capabilities, the lab's
 // pods named through CRI, its one intended finding, /healthz answering.
 void CheckFullRun(const Rendered& r, const lab::LabNode& node, const std::vector<std::string>& caps,
-                  const ContainerRun& run) {
+                  pid_t app_pid, const ContainerRun& run) {
   EXPECT_EQ(StatusField(run.status, "Seccomp"), "2") << "RuntimeDefault is a seccomp filter";
   const rapidjson::Value* escalation =
       JsonMember(Container(r)["securityContext"], "allowPrivilegeEscalation");
@@ -591,6 +613,9 @@ void CheckFullRun(const Rendered& r, const lab::LabNode& node, const std::vector
   EXPECT_EQ(HexMask(StatusField(run.status, "CapEff")), CapabilityMask(caps)) << run.status;
   EXPECT_EQ(HexMask(StatusField(run.status, "CapBnd")), CapabilityMask(caps)) << run.status;
   EXPECT_EQ(run.healthz, 200) << run.healthz_body;
+  // readOnlyRootFilesystem: the container's / is mounted read-only ("ID PARENT DEV ROOT / ro,...").
+  EXPECT_TRUE(std::regex_search(run.mountinfo, std::regex(R"((^|\n)\S+ \S+ \S+ \S+ / ro[, ])")))
+      << run.mountinfo;
   std::set<std::string> netns(run.netns.begin(), run.netns.end());
   std::set<std::string> pods;
   for (const lab::LabPod& pod : node.pods) {
@@ -598,14 +623,17 @@ void CheckFullRun(const Rendered& r, const lab::LabNode& node, const std::vector
     pods.insert("lab/" + pod.netns_name);
   }
   EXPECT_EQ(run.pod_names, pods) << "pods named through the runtime (CRI)\n" << run.report;
-  EXPECT_EQ(run.unreadable, 0) << run.report;
   std::multiset<std::pair<std::string, std::string>> warnings;
   for (const test::JsonFinding& f : run.findings) {
     if (f.severity != "info") warnings.insert({f.netns_path, f.code});
   }
   const std::multiset<std::pair<std::string, std::string>> expected = {
-      {"/host/var/run/netns/" + node.pods.at(0).netns_name, "MIXED_BACKEND"}};
+      {"/host/var/run/netns/" + node.pods.at(0).netns_name, "MIXED_BACKEND"},
+      {"/host/var/run/netns/" + node.pods.at(1).netns_name, "ZTUNNEL_LISTENERS_MISSING"}};
   EXPECT_EQ(warnings, expected) << run.report;
+  EXPECT_EQ(ListenerOwner(run),
+            "port 15008 is held by a non-ztunnel socket (owners " + std::to_string(app_pid) + ")")
+      << run.report;
   EXPECT_NE(run.log.find("metrics on"), std::string::npos) << run.log;
 }
 
@@ -643,14 +671,20 @@ TEST_F(ImageCriTest, RunsUnderTheRenderedDaemonSet) {
   options.prefix = "adic" + std::to_string(::getpid() % 100000);
   options.pods = 3;
   options.zds = true;
-  options.faults = {{lab::FaultKind::kFlip, 0}};  // legacy + nft copies in pod 0: MIXED_BACKEND
+  // Pod 0: legacy + nft copies (MIXED_BACKEND); pod 1: ztunnel opens no listeners in it
+  // (ZTUNNEL_LISTENERS_MISSING), and its application holds one of ztunnel's ports.
+  options.faults = {{lab::FaultKind::kFlip, 0}, {lab::FaultKind::kZtunnelNoListeners, 1}};
   lab::ScopedLab lab(options);
   ASSERT_TRUE(lab.ok()) << lab.error().message;
   const lab::LabNode& node = lab.node();
-  // A pod process of another uid (most pods run as non-root): its /proc/<pid>/fd is mode 0500.
-  testing::ScopedChild app({"/usr/bin/setpriv", "--reuid", "65534", "--regid", "65534",
-                            "--clear-groups", "/usr/bin/sleep", "600"},
-                           node.pods.at(2).netns_path);
+  // Pod 1's application, of another uid as most pods' are (its /proc/<pid>/fd is mode 0500),
+  // listening on ztunnel's HBONE port: the finding names it as the port's owner.
+  testing::ScopedChild app(
+      {"/usr/bin/setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups",
+       "/usr/bin/python3", "-c",
+       "import socket, time\ns = socket.socket()\ns.bind(('0.0.0.0', 15008))\ns.listen()\n"
+       "time.sleep(600)"},
+      node.pods.at(1).netns_path);
 
   // The node's containerd socket: a cri-sim of the test's own serving the lab's pods with their
   // pins where containerd and CRI-O report them (/var/run/netns/..., the path the DaemonSet
@@ -697,12 +731,17 @@ TEST_F(ImageCriTest, RunsUnderTheRenderedDaemonSet) {
   const ContainerRun full =
       RunOnce(ctrd, rendered, paths, sandbox, sandbox_config, node.prefix, caps, 0);
   ASSERT_TRUE(full.error.empty()) << full.error << "\nlog:\n" << full.log << ctrd.LogTail();
-  CheckFullRun(rendered, node, caps, full);
+  CheckFullRun(rendered, node, caps, app.pid(), full);
 
   std::string table =
       "| capability removed | sources that degrade (report section) | first new message | "
-      "unreadable netns | /healthz | findings (warning+) |\n|---|---|---|---|---|---|\n";
+      "netns | /healthz | findings (warning+) | pod 1's port 15008 | netns fds of istio-cni, "
+      "ztunnel |\n|---|---|---|---|---|---|---|---|\n";
   table += TableRow("none (as shipped)", full, full);
+  std::string details = "as shipped:\n";
+  for (const ReportedError& e : full.errors) {
+    details += "  " + e.where + " / " + e.source + ": " + e.message + "\n";
+  }
   uint32_t attempt = 1;
   for (const std::string& cap : caps) {
     std::vector<std::string> fewer;
@@ -712,13 +751,19 @@ TEST_F(ImageCriTest, RunsUnderTheRenderedDaemonSet) {
         RunOnce(ctrd, rendered, paths, sandbox, sandbox_config, node.prefix, fewer, attempt++);
     ASSERT_TRUE(reduced.error.empty()) << cap << ": " << reduced.error << "\n" << reduced.log;
     table += TableRow(cap, full, reduced);
-    const bool degraded = !NewErrors(full, reduced).empty() ||
-                          reduced.unreadable > full.unreadable ||
-                          Findings(reduced) != Findings(full);
+    details += "without " + cap + ":\n";
+    for (const ReportedError& e : NewErrors(full, reduced)) {
+      details += "  " + e.where + " / " + e.source + ": " + e.message + "\n";
+    }
+    const bool degraded =
+        !NewErrors(full, reduced).empty() || Findings(reduced) != Findings(full) ||
+        ListenerOwner(reduced) != ListenerOwner(full) || reduced.istio_fds != full.istio_fds;
     EXPECT_TRUE(degraded) << "no source needs " << cap << ": drop it from the DaemonSet";
   }
-  std::cout << table;
-  std::ofstream(std::string(AD_BINARY_DIR) + "/tests/image_cri_capabilities.md") << table;
+  std::cout << table << "\n" << details;
+  std::ofstream(std::string(AD_BINARY_DIR) + "/tests/image_cri_capabilities.md")
+      << table << "\n```\n"
+      << details << "```\n";
 }
 
 }  // namespace
