@@ -289,6 +289,34 @@ void ApplySecurityContext(const rapidjson::Value& sc, const std::vector<std::str
   out.mutable_seccomp()->set_profile_type(ProfileType(JsonMember(sc, "seccompProfile")));
   out.mutable_apparmor()->set_profile_type(ProfileType(JsonMember(sc, "appArmorProfile")));
   out.mutable_namespace_options()->set_pid(cri_msg::NODE);  // hostPID (checked by the caller)
+  // What the kubelet sends for procMount Default (pkg/securitycontext/util.go).
+  for (const char* path :
+       {"/proc/asound", "/proc/acpi", "/proc/kcore", "/proc/keys", "/proc/latency_stats",
+        "/proc/timer_list", "/proc/timer_stats", "/proc/sched_debug", "/proc/scsi", "/sys/firmware",
+        "/sys/devices/virtual/powercap"}) {
+    out.add_masked_paths(path);
+  }
+  for (const char* path :
+       {"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"}) {
+    out.add_readonly_paths(path);
+  }
+}
+
+// The kubelet's cgroup settings from the container's requests and limits (absent ones unset).
+void ApplyResources(const rapidjson::Value& c, cri_msg::LinuxContainerResources& out) {
+  const rapidjson::Value* resources = JsonMember(c, "resources");
+  const rapidjson::Value* limits = resources ? JsonMember(*resources, "limits") : nullptr;
+  const rapidjson::Value* requests = resources ? JsonMember(*resources, "requests") : nullptr;
+  const std::string_view cpu_limit = limits ? JsonStringMember(*limits, "cpu") : "";
+  const std::string_view memory_limit = limits ? JsonStringMember(*limits, "memory") : "";
+  const std::string_view cpu_request = requests ? JsonStringMember(*requests, "cpu") : "";
+  if (!cpu_limit.empty()) {
+    out.set_cpu_period(100000);
+    out.set_cpu_quota(static_cast<int64_t>(CpuCores(cpu_limit) * 100000));
+  }
+  if (!memory_limit.empty()) out.set_memory_limit_in_bytes(MemoryBytes(memory_limit));
+  const double shares = cpu_request.empty() ? 0 : CpuCores(cpu_request) * 1024;
+  out.set_cpu_shares(std::max<int64_t>(2, static_cast<int64_t>(shares)));
 }
 
 // Where a volume comes from on this machine; "" and `error` when it cannot be provided.
@@ -338,18 +366,22 @@ cri_msg::ContainerConfig ContainerConfig(const Rendered& r, const NodePaths& nod
       auto* kv = config.add_envs();
       kv->set_key(std::string(JsonStringMember(e, "name")));
       if (const rapidjson::Value* from = JsonMember(e, "valueFrom")) {
-        const std::string_view field = JsonStringMember((*from)["fieldRef"], "fieldPath");
-        kv->set_value(field == "spec.nodeName" ? node_name : "");
+        const rapidjson::Value* ref = JsonMember(*from, "fieldRef");
+        const std::string_view field = ref ? JsonStringMember(*ref, "fieldPath") : "";
+        kv->set_value(field == "spec.nodeName" ? node_name : "");  // others: not needed here
       } else {
         kv->set_value(std::string(JsonStringMember(e, "value")));
       }
     }
   }
   std::map<std::string, const rapidjson::Value*> volumes;
-  for (const rapidjson::Value& v : PodSpec(r)["volumes"].GetArray()) {
+  static const rapidjson::Value kNone(rapidjson::kArrayType);
+  const rapidjson::Value* pod_volumes = JsonMember(PodSpec(r), "volumes");
+  for (const rapidjson::Value& v : (pod_volumes ? *pod_volumes : kNone).GetArray()) {
     volumes[std::string(JsonStringMember(v, "name"))] = &v;
   }
-  for (const rapidjson::Value& m : c["volumeMounts"].GetArray()) {
+  const rapidjson::Value* container_mounts = JsonMember(c, "volumeMounts");
+  for (const rapidjson::Value& m : (container_mounts ? *container_mounts : kNone).GetArray()) {
     const std::string name(JsonStringMember(m, "name"));
     auto* mount = config.add_mounts();
     mount->set_container_path(std::string(JsonStringMember(m, "mountPath")));
@@ -360,16 +392,10 @@ cri_msg::ContainerConfig ContainerConfig(const Rendered& r, const NodePaths& nod
                            : propagation == "Bidirectional" ? cri_msg::PROPAGATION_BIDIRECTIONAL
                                                             : cri_msg::PROPAGATION_PRIVATE);
   }
-  auto* resources = config.mutable_linux()->mutable_resources();
-  const rapidjson::Value& limits = c["resources"]["limits"];
-  resources->set_cpu_period(100000);
-  resources->set_cpu_quota(
-      static_cast<int64_t>(CpuCores(JsonStringMember(limits, "cpu")) * 100000));
-  resources->set_cpu_shares(std::max<int64_t>(
-      2,
-      static_cast<int64_t>(CpuCores(JsonStringMember(c["resources"]["requests"], "cpu")) * 1024)));
-  resources->set_memory_limit_in_bytes(MemoryBytes(JsonStringMember(limits, "memory")));
-  ApplySecurityContext(c["securityContext"], add,
+  ApplyResources(c, *config.mutable_linux()->mutable_resources());
+  static const rapidjson::Value kNoContext(rapidjson::kObjectType);
+  const rapidjson::Value* security = JsonMember(c, "securityContext");
+  ApplySecurityContext(security ? *security : kNoContext, add,
                        *config.mutable_linux()->mutable_security_context());
   config.set_log_path("ambient-doctor/" + std::to_string(attempt) + ".log");
   return config;
