@@ -18,6 +18,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -499,13 +500,25 @@ void ReadReport(const ContainerdFixture& ctrd, const std::string& id, const std:
   }
 }
 
-ContainerRun RunOnce(const ContainerdFixture& ctrd, const Rendered& r, const NodePaths& node,
-                     const std::string& sandbox, const cri_msg::PodSandboxConfig& sandbox_config,
-                     const std::string& prefix, const std::vector<std::string>& add,
-                     uint32_t attempt) {
+// The kubelet's part: one sandbox from the rendered pod template on the lab's node, and the
+// container, run with a given set of added capabilities.
+struct Kubelet {
+  const ContainerdFixture& ctrd;
+  const Rendered& rendered;
+  const NodePaths& paths;
+  std::string lab_prefix;
+  cri_msg::PodSandboxConfig sandbox_config;
+  std::string sandbox;  // its id once RunPodSandbox succeeded
+
+  std::string node_name() const { return lab_prefix + "-node"; }
+  // Creates and starts the container, reads what it reports, stops and removes it again.
+  ContainerRun RunContainer(const std::vector<std::string>& add, uint32_t attempt) const;
+};
+
+ContainerRun Kubelet::RunContainer(const std::vector<std::string>& add, uint32_t attempt) const {
   ContainerRun run;
   const cri_msg::ContainerConfig config =
-      ContainerConfig(r, node, prefix + "-node", add, attempt, run.error);
+      ContainerConfig(rendered, paths, node_name(), add, attempt, run.error);
   if (!run.error.empty()) return run;
   const std::string id = ctrd.CreateContainer(sandbox, config, sandbox_config, run.error);
   if (id.empty()) return run;
@@ -513,7 +526,7 @@ ContainerRun RunOnce(const ContainerdFixture& ctrd, const Rendered& r, const Nod
     run.pid = ctrd.InspectContainer(id).pid;
     run.status = ReadText("/proc/" + std::to_string(run.pid) + "/status");
     run.mountinfo = ReadText("/proc/" + std::to_string(run.pid) + "/mountinfo");
-    ReadReport(ctrd, id, prefix, run);
+    ReadReport(ctrd, id, lab_prefix, run);
     // The kubelet's probe: GET /healthz on the pod IP. The test's CNI bridge gives the node no
     // route to pods, so it is sent from the pod's own netns, still to the pod IP.
     const ztunnel::HttpGetRequest probe{"/proc/" + std::to_string(run.pid) + "/ns/net",
@@ -562,6 +575,38 @@ class SharedRunDir {
  private:
   std::string path_;
   bool mounted_ = false;
+};
+
+// The node's containerd socket directory (/run/containerd): a cri-sim of the test's own serving
+// the lab's pods with their pins where containerd and CRI-O report them (/var/run/netns/..., the
+// path the DaemonSet mounts; the lab's own cri-sim says /run/netns/..., the same directory on the
+// host).
+class NodeRuntime {
+ public:
+  NodeRuntime(const lab::LabNode& node, const std::string& work) {
+    if (!run_dir_.Share()) {
+      error_ = "cannot make " + run_dir_.path() + " a shared mount";
+      return;
+    }
+    fs::create_directories(dir());
+    const std::string pods_file = work + "/pods";
+    std::ofstream(pods_file) << std::regex_replace(ReadText(node.zds.pods_file),
+                                                   std::regex(" /run/netns/"), " /var/run/netns/");
+    cri_sim_.emplace(std::vector<std::string>{
+        std::string(AD_BINARY_DIR) + "/tests/sim/cri-sim", "--socket", dir() + "/containerd.sock",
+        "--pods-file", pods_file, "--ips-file", node.zds.pod_ips_file, "--quiet"});
+    for (int i = 0; i < 250 && !fs::exists(dir() + "/containerd.sock"); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    if (!fs::exists(dir() + "/containerd.sock")) error_ = "cri-sim did not start";
+  }
+  const std::string& error() const { return error_; }
+  std::string dir() const { return run_dir_.path() + "/run-containerd"; }
+
+ private:
+  SharedRunDir run_dir_;
+  std::optional<testing::ScopedChild> cri_sim_;  // stopped before run_dir_ is unmounted
+  std::string error_;
 };
 
 // The capabilities the rendered container adds.
@@ -666,6 +711,42 @@ void CheckFullRun(const Rendered& r, const lab::LabNode& node, const std::vector
   EXPECT_NE(run.log.find("metrics on"), std::string::npos) << run.log;
 }
 
+// The container run once per added capability with that one removed: each must degrade some
+// source (or the capability is not needed). Returns the table and the messages behind it.
+std::string NegativeControls(const Kubelet& kubelet, const std::vector<std::string>& caps,
+                             const ContainerRun& full) {
+  std::string table =
+      "| capability removed | sources that degrade (report section) | first new message | "
+      "netns | /healthz | findings (warning+) | pod 1's port 15008 | netns fds of istio-cni, "
+      "ztunnel |\n|---|---|---|---|---|---|---|---|\n";
+  table += TableRow("none (as shipped)", full, full);
+  std::string details = "as shipped:\n";
+  for (const ReportedError& e : full.errors) {
+    details += "  " + e.where + " / " + e.source + ": " + e.message + "\n";
+  }
+  uint32_t attempt = 1;
+  for (const std::string& cap : caps) {
+    std::vector<std::string> fewer;
+    std::copy_if(caps.begin(), caps.end(), std::back_inserter(fewer),
+                 [&cap](const std::string& c) { return c != cap; });
+    const ContainerRun reduced = kubelet.RunContainer(fewer, attempt++);
+    if (!reduced.error.empty()) {
+      ADD_FAILURE() << "without " << cap << ": " << reduced.error << "\n" << reduced.log;
+      continue;
+    }
+    table += TableRow(cap, full, reduced);
+    details += "without " + cap + ":\n";
+    for (const ReportedError& e : NewErrors(full, reduced)) {
+      details += "  " + e.where + " / " + e.source + ": " + e.message + "\n";
+    }
+    const bool degraded =
+        !NewErrors(full, reduced).empty() || Findings(reduced) != Findings(full) ||
+        ListenerOwner(reduced) != ListenerOwner(full) || reduced.istio_fds != full.istio_fds;
+    EXPECT_TRUE(degraded) << "no source needs " << cap << ": drop it from the DaemonSet";
+  }
+  return table + "\n```\n" + details + "```\n";
+}
+
 class ImageCriTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -715,28 +796,13 @@ TEST_F(ImageCriTest, RunsUnderTheRenderedDaemonSet) {
        "time.sleep(600)"},
       node.pods.at(1).netns_path);
 
-  // The node's containerd socket: a cri-sim of the test's own serving the lab's pods with their
-  // pins where containerd and CRI-O report them (/var/run/netns/..., the path the DaemonSet
-  // mounts; the lab's own cri-sim says /run/netns/..., the same directory on the host).
-  SharedRunDir run_dir;
-  ASSERT_TRUE(run_dir.Share()) << "cannot make " << run_dir.path() << " a shared mount";
-  const std::string containerd_dir = run_dir.path() + "/run-containerd";
-  fs::create_directories(containerd_dir);
-  const std::string pods_file = work.path() + "/pods";
-  std::ofstream(pods_file) << std::regex_replace(ReadText(node.zds.pods_file),
-                                                 std::regex(" /run/netns/"), " /var/run/netns/");
-  testing::ScopedChild runtime({std::string(AD_BINARY_DIR) + "/tests/sim/cri-sim", "--socket",
-                                containerd_dir + "/containerd.sock", "--pods-file", pods_file,
-                                "--ips-file", node.zds.pod_ips_file, "--quiet"});
-  for (int i = 0; i < 250 && !fs::exists(containerd_dir + "/containerd.sock"); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  ASSERT_TRUE(fs::exists(containerd_dir + "/containerd.sock")) << "cri-sim did not start";
+  NodeRuntime runtime(node, work.path());
+  ASSERT_EQ(runtime.error(), "");
   NodePaths paths;
   paths.scratch = work.path();
   paths.host_paths = {{"/proc", "/proc"},
                       {"/var/run/netns", "/run/netns"},
-                      {"/run/containerd", containerd_dir},
+                      {"/run/containerd", runtime.dir()},
                       {"/var/run/ztunnel", node.zds.run_dir},
                       {"/etc/cni/net.d", node.cni_conf_dir},
                       {"/sys/kernel/btf", "/sys/kernel/btf"}};
@@ -751,48 +817,19 @@ TEST_F(ImageCriTest, RunsUnderTheRenderedDaemonSet) {
   ASSERT_EQ(ctrd.Start(), "") << ctrd.LogTail();
   ASSERT_EQ(ctrd.ImportImage(built.archive, image), "");
   fs::create_directories(ctrd.dir() + "/logs");
-  const cri_msg::PodSandboxConfig sandbox_config =
-      SandboxConfig(rendered, node.prefix + "-node", ctrd.dir() + "/logs");
+  Kubelet kubelet{ctrd, rendered, paths, node.prefix, {}, {}};
+  kubelet.sandbox_config = SandboxConfig(rendered, kubelet.node_name(), ctrd.dir() + "/logs");
   std::string error;
-  const std::string sandbox = ctrd.RunWorkloadSandbox(sandbox_config, error);
-  ASSERT_FALSE(sandbox.empty()) << error << "\n" << ctrd.LogTail();
+  kubelet.sandbox = ctrd.RunWorkloadSandbox(kubelet.sandbox_config, error);
+  ASSERT_FALSE(kubelet.sandbox.empty()) << error << "\n" << ctrd.LogTail();
 
-  const ContainerRun full =
-      RunOnce(ctrd, rendered, paths, sandbox, sandbox_config, node.prefix, caps, 0);
+  const ContainerRun full = kubelet.RunContainer(caps, 0);
   ASSERT_TRUE(full.error.empty()) << full.error << "\nlog:\n" << full.log << ctrd.LogTail();
   CheckFullRun(rendered, node, caps, app.pid(), full);
 
-  std::string table =
-      "| capability removed | sources that degrade (report section) | first new message | "
-      "netns | /healthz | findings (warning+) | pod 1's port 15008 | netns fds of istio-cni, "
-      "ztunnel |\n|---|---|---|---|---|---|---|---|\n";
-  table += TableRow("none (as shipped)", full, full);
-  std::string details = "as shipped:\n";
-  for (const ReportedError& e : full.errors) {
-    details += "  " + e.where + " / " + e.source + ": " + e.message + "\n";
-  }
-  uint32_t attempt = 1;
-  for (const std::string& cap : caps) {
-    std::vector<std::string> fewer;
-    std::copy_if(caps.begin(), caps.end(), std::back_inserter(fewer),
-                 [&cap](const std::string& c) { return c != cap; });
-    const ContainerRun reduced =
-        RunOnce(ctrd, rendered, paths, sandbox, sandbox_config, node.prefix, fewer, attempt++);
-    ASSERT_TRUE(reduced.error.empty()) << cap << ": " << reduced.error << "\n" << reduced.log;
-    table += TableRow(cap, full, reduced);
-    details += "without " + cap + ":\n";
-    for (const ReportedError& e : NewErrors(full, reduced)) {
-      details += "  " + e.where + " / " + e.source + ": " + e.message + "\n";
-    }
-    const bool degraded =
-        !NewErrors(full, reduced).empty() || Findings(reduced) != Findings(full) ||
-        ListenerOwner(reduced) != ListenerOwner(full) || reduced.istio_fds != full.istio_fds;
-    EXPECT_TRUE(degraded) << "no source needs " << cap << ": drop it from the DaemonSet";
-  }
-  std::cout << table << "\n" << details;
-  std::ofstream(std::string(AD_BINARY_DIR) + "/tests/image_cri_capabilities.md")
-      << table << "\n```\n"
-      << details << "```\n";
+  const std::string table = NegativeControls(kubelet, caps, full);
+  std::cout << table;
+  std::ofstream(std::string(AD_BINARY_DIR) + "/tests/image_cri_capabilities.md") << table;
 }
 
 }  // namespace
