@@ -446,7 +446,8 @@ struct ContainerRun {
   std::string mountinfo;  // /proc/<pid>/mountinfo
   int healthz = 0;        // HTTP status of GET /healthz on the pod IP (0: no answer)
   std::string healthz_body;
-  std::string report;  // stdout of `ambient-doctor report -o json` through ExecSync
+  std::string metrics;  // body of GET /metrics on the pod IP
+  std::string report;   // stdout of `ambient-doctor report -o json` through ExecSync
   int report_exit = -1;
   std::vector<test::JsonFinding> findings;
   std::set<ReportedError> errors;
@@ -540,6 +541,11 @@ ContainerRun Kubelet::RunContainer(const std::vector<std::string>& add, uint32_t
     if (health.ok()) {
       run.healthz = health->status;
       run.healthz_body = health->body;
+    }
+    ztunnel::HttpGetRequest scrape = probe;
+    scrape.path = "/metrics";
+    if (auto metrics = ztunnel::HttpGet(scrape); metrics.ok() && metrics->status == 200) {
+      run.metrics = metrics->body;
     }
   }
   run.log = ReadText(ctrd.dir() + "/logs/" + config.log_path());
@@ -687,6 +693,9 @@ void CheckFullRun(const Rendered& r, const lab::LabNode& node, const std::vector
   EXPECT_EQ(HexMask(StatusField(run.status, "CapBnd")), CapabilityMask(caps)) << run.status;
   EXPECT_EQ(run.healthz, 200) << run.healthz_body;
   EXPECT_EQ(run.node_name, node.prefix + "-node") << "NODE_NAME from spec.nodeName";
+  EXPECT_NE(run.metrics.find("ambient_doctor_findings{code=\"MIXED_BACKEND\""), std::string::npos)
+      << "the Prometheus scrape on the pod IP:\n"
+      << run.metrics.substr(0, 2000);
   // readOnlyRootFilesystem: the container's / is mounted read-only ("ID PARENT DEV ROOT / ro,...").
   EXPECT_TRUE(std::regex_search(run.mountinfo, std::regex(R"((^|\n)\S+ \S+ \S+ \S+ / ro[, ])")))
       << run.mountinfo;
