@@ -267,6 +267,12 @@ def check_dashboard_configmap(c, source, docs, name):
             f"deploy/{name}: dashboard ConfigMap differs from deploy/grafana/ambient-doctor.json")
 
 
+def cmake_version(source_dir):
+    text = (source_dir / "CMakeLists.txt").read_text()
+    match = re.search(r"project\(\s*\S+\s+VERSION\s+([0-9][^\s)]*)", text)
+    return match.group(1) if match else None
+
+
 def check_conventions(args, ds_text=None):
     c = Checker()
     base = args.source_dir / "deploy/base"
@@ -287,6 +293,15 @@ def check_conventions(args, ds_text=None):
     c.check(kustomization.get("namespace") == "istio-system", "namespace istio-system")
     common = {k: v for entry in kustomization.get("labels", []) for k, v in entry["pairs"].items()}
     c.check(common.get("app.kubernetes.io/part-of") == "istio", "app.kubernetes.io/part-of")
+    # The release version (CMake's) labels the objects and tags the placeholder image.
+    version = cmake_version(args.source_dir)
+    c.check(common.get("app.kubernetes.io/version") == version,
+            f"label app.kubernetes.io/version {common.get('app.kubernetes.io/version')} != {version}")
+    images = {i.get("name"): i for i in kustomization.get("images", [])}
+    image = images.get(container["image"], {})
+    c.check(str(image.get("newTag")) == version, f"image tag {image.get('newTag')} != {version}")
+    c.check(str(image.get("newName", "")).endswith("/ambient-doctor"),
+            "image newName is <registry>/ambient-doctor (a placeholder users override)")
     c.check(spec.get("priorityClassName") == "system-node-critical", "priorityClassName")
     c.check(spec.get("nodeSelector") == {"kubernetes.io/os": "linux"}, "linux nodes only")
     tolerations = spec.get("tolerations", [])
@@ -300,7 +315,11 @@ def check_conventions(args, ds_text=None):
     c.check(spec.get("hostPID") is True, "hostPID: true")
     c.check(not spec.get("hostNetwork"), "no hostNetwork")
     c.check(security.get("privileged") is False, "not privileged")
-    c.check(security.get("allowPrivilegeEscalation") is False, "allowPrivilegeEscalation false")
+    # Kubernetes counts CAP_SYS_ADMIN as privilege escalation: ztunnel says so with `true`; a
+    # container without it has no reason to allow escalation.
+    escalates = "SYS_ADMIN" in security.get("capabilities", {}).get("add", [])
+    c.check(security.get("allowPrivilegeEscalation") is escalates,
+            f"allowPrivilegeEscalation must be {escalates} (SYS_ADMIN {'' if escalates else 'not '}added)")
     c.check(security.get("readOnlyRootFilesystem") is True, "readOnlyRootFilesystem")
     caps = security.get("capabilities", {})
     c.check(caps.get("drop") == ["ALL"], "drop ALL")
@@ -759,6 +778,7 @@ def check_selftest(args):
     # DaemonSet conventions.
     ds = (args.source_dir / "deploy/base/daemonset.yaml").read_text()
     broken = (ds.replace("privileged: false", "privileged: true")
+                .replace("allowPrivilegeEscalation: true", "allowPrivilegeEscalation: false")
                 .replace("hostPID: true", "hostPID: false\n      hostNetwork: true")
                 .replace("- NET_RAW  #", "- NET_RAW\n                - SYS_MODULE  #")
                 .replace("readOnly: true\n              mountPropagation: HostToContainer",
@@ -771,7 +791,7 @@ def check_selftest(args):
                                                         work_dir=args.work_dir, binary=""), broken)
     finally:
         Checker.finish = original_finish
-    expect(failures, ["not privileged", "hostPID: true", "no hostNetwork", "SYS_MODULE",
+    expect(failures, ["not privileged", "allowPrivilegeEscalation must be True", "hostPID: true", "no hostNetwork", "SYS_MODULE",
                       "capability SYS_PTRACE has no comment",
                       "hostPath mount /host/var/run/netns read-only"], "conventions")
 

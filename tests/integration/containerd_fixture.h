@@ -6,6 +6,8 @@
 
 #include <fcntl.h>
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/impl/client_unary_call.h>
+#include <grpcpp/impl/rpc_method.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdlib.h>
@@ -31,6 +33,7 @@
 
 #include "cri/runtime_v1.grpc.pb.h"
 #include "netns_test_util.h"
+#include "sim/containerd/cri_workloads.pb.h"
 #include "sources/cri/cri_client.h"
 
 extern char** environ;
@@ -147,6 +150,152 @@ class ContainerdFixture {
     return status.ok() ? "" : cri::DescribeStatus("RemovePodSandbox", status);
   }
 
+  // A unary RuntimeService call with the kubelet's messages (cri_workloads.proto), by method name:
+  // the agent's proto slice has no container RPCs.
+  template <typename Request, typename Response>
+  grpc::Status CallCri(const std::string& method, const Request& request, Response* response,
+                       std::chrono::seconds timeout = std::chrono::seconds(30)) const {
+    const std::string path = "/runtime.v1.RuntimeService/" + method;
+    auto channel = grpc::CreateChannel(endpoint(), grpc::InsecureChannelCredentials());
+    const grpc::internal::RpcMethod rpc(path.c_str(), grpc::internal::RpcMethod::NORMAL_RPC,
+                                        channel);
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + timeout);
+    return grpc::internal::BlockingUnaryCall<Request, Response, google::protobuf::MessageLite,
+                                             google::protobuf::MessageLite>(
+        channel.get(), rpc, &context, request, response);
+  }
+
+  // Imports an OCI archive into the CRI namespace, unpacked for the native snapshotter, as a pull
+  // would have; the archive's index must name it `ref` (io.containerd.image.name), fully
+  // qualified, as the CRI plugin normalises references.
+  std::string ImportImage(const std::string& archive, const std::string& ref) const {
+    const std::string ctr = "ctr -a " + socket() + " -n k8s.io ";
+    const std::string imported =
+        Capture(ctr + "images import --snapshotter native " + archive + " 2>&1");
+    const std::string listed = Capture(ctr + "images ls -q 2>&1");
+    std::istringstream names(listed);
+    for (std::string name; std::getline(names, name);) {
+      if (name == ref) return {};
+    }
+    return ref + " is not among the images (" + listed + "); import: " + imported;
+  }
+
+  // RunPodSandbox with the kubelet's full sandbox config (namespaces, security context).
+  std::string RunWorkloadSandbox(const test::cri::PodSandboxConfig& config,
+                                 std::string& error) const {
+    test::cri::RunPodSandboxRequest request;
+    *request.mutable_config() = config;
+    test::cri::RunPodSandboxResponse response;
+    const grpc::Status status = Retried("RunPodSandbox", request, &response, error);
+    return status.ok() ? response.pod_sandbox_id() : "";
+  }
+
+  // CreateContainer, retried briefly like RunSandbox (a just-imported image may not be known to
+  // the CRI plugin yet); "" and `error` on failure.
+  std::string CreateContainer(const std::string& sandbox_id,
+                              const test::cri::ContainerConfig& config,
+                              const test::cri::PodSandboxConfig& sandbox_config,
+                              std::string& error) const {
+    test::cri::CreateContainerRequest request;
+    request.set_pod_sandbox_id(sandbox_id);
+    *request.mutable_config() = config;
+    *request.mutable_sandbox_config() = sandbox_config;
+    test::cri::CreateContainerResponse response;
+    const grpc::Status status = Retried("CreateContainer", request, &response, error);
+    return status.ok() ? response.container_id() : "";
+  }
+
+  std::string StartContainer(const std::string& id) const {
+    test::cri::StartContainerRequest request;
+    request.set_container_id(id);
+    test::cri::StartContainerResponse response;
+    const grpc::Status status = CallCri("StartContainer", request, &response);
+    return status.ok() ? "" : cri::DescribeStatus("StartContainer", status);
+  }
+
+  // StopContainer then RemoveContainer; the first error, if any.
+  std::string RemoveContainer(const std::string& id, int64_t grace_seconds = 10) const {
+    test::cri::StopContainerRequest stop;
+    stop.set_container_id(id);
+    stop.set_timeout(grace_seconds);
+    test::cri::StopContainerResponse stopped;
+    const grpc::Status stop_status =
+        CallCri("StopContainer", stop, &stopped, std::chrono::seconds(grace_seconds + 20));
+    test::cri::RemoveContainerRequest remove;
+    remove.set_container_id(id);
+    test::cri::RemoveContainerResponse removed;
+    const grpc::Status remove_status = CallCri("RemoveContainer", remove, &removed);
+    if (!stop_status.ok()) return cri::DescribeStatus("StopContainer", stop_status);
+    return remove_status.ok() ? "" : cri::DescribeStatus("RemoveContainer", remove_status);
+  }
+
+  struct ExecResult {
+    int exit_code = -1;
+    std::string out;
+    std::string err;
+    std::string error;  // the call failed (not the command)
+  };
+  // What `kubectl exec` does: ExecSync runs `cmd` in the container and returns its output.
+  ExecResult ExecSync(const std::string& id, const std::vector<std::string>& cmd,
+                      int64_t timeout_seconds = 30) const {
+    test::cri::ExecSyncRequest request;
+    request.set_container_id(id);
+    for (const std::string& arg : cmd) request.add_cmd(arg);
+    request.set_timeout(timeout_seconds);
+    test::cri::ExecSyncResponse response;
+    ExecResult result;
+    const grpc::Status status =
+        CallCri("ExecSync", request, &response, std::chrono::seconds(timeout_seconds + 10));
+    if (!status.ok()) {
+      result.error = cri::DescribeStatus("ExecSync", status);
+      return result;
+    }
+    result.exit_code = response.exit_code();
+    result.out = response.stdout();
+    result.err = response.stderr();
+    return result;
+  }
+
+  // The container's state and, from the verbose info, its init process id (0 when unknown).
+  struct ContainerState {
+    test::cri::ContainerState state = test::cri::CONTAINER_UNKNOWN;
+    int exit_code = 0;
+    std::string reason;
+    pid_t pid = 0;
+    std::string error;
+  };
+  ContainerState InspectContainer(const std::string& id) const {
+    test::cri::ContainerStatusRequest request;
+    request.set_container_id(id);
+    request.set_verbose(true);
+    test::cri::ContainerStatusResponse response;
+    ContainerState out;
+    const grpc::Status status = CallCri("ContainerStatus", request, &response);
+    if (!status.ok()) {
+      out.error = cri::DescribeStatus("ContainerStatus", status);
+      return out;
+    }
+    out.state = response.status().state();
+    out.exit_code = response.status().exit_code();
+    out.reason = response.status().reason() + " " + response.status().message();
+    // info["info"] is containerd's JSON; "pid": N is all we need from it.
+    const auto info = response.info().find("info");
+    if (info != response.info().end()) {
+      const size_t at = info->second.find("\"pid\":");
+      if (at != std::string::npos) out.pid = std::atoi(info->second.c_str() + at + 6);
+    }
+    return out;
+  }
+
+  std::string SandboxIp(const std::string& id) const {
+    test::cri::PodSandboxStatusRequest request;
+    request.set_pod_sandbox_id(id);
+    test::cri::PodSandboxStatusResponse response;
+    const grpc::Status status = CallCri("PodSandboxStatus", request, &response);
+    return status.ok() ? response.status().network().ip() : "";
+  }
+
   static std::string ReadLink(const std::string& path) {
     std::error_code error;
     const auto target = std::filesystem::read_symlink(path, error);
@@ -225,6 +374,23 @@ class ContainerdFixture {
 
  private:
   static constexpr const char* kCniBinDir = "/usr/lib/cni";
+
+  // A unary call retried for up to 20 s while it fails for another reason than its deadline.
+  template <typename Request, typename Response>
+  grpc::Status Retried(const std::string& method, const Request& request, Response* response,
+                       std::string& error) const {
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    for (;;) {
+      const grpc::Status status = CallCri(method, request, response);
+      if (status.ok()) return status;
+      error = cri::DescribeStatus(method, status);
+      if (std::chrono::steady_clock::now() > give_up ||
+          status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+        return status;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    }
+  }
 
   static std::string ScriptDir() {
     // Not __FILE__: ccache (CCACHE_BASEDIR) compiles with relative paths.
