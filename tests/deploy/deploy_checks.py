@@ -834,7 +834,62 @@ def check_selftest(args):
                           str(args.work_dir / "selftest-ts"), str(bad)])
             c.check(result.returncode == 1 and "hostPid" in result.stdout,
                     f"validate.mjs missed a misspelled field: {result.stdout}")
+            selftest_schemas(c, args, path, validate)
+    selftest_platforms(c, args, expect)
     return c.finish("selftest")
+
+
+def selftest_schemas(c, args, base_rendered, validate):
+    """A field newer than 1.28 and misspelled custom-resource fields fail validate.mjs."""
+    newer = args.work_dir / "selftest-newer.yaml"
+    newer.write_text(base_rendered.read_text().replace(
+        "seccompProfile:", "appArmorProfile:\n            type: Unconfined\n          seccompProfile:", 1))
+    result = run(["node", str(validate / "validate.mjs"), "--work-dir",
+                  str(args.work_dir / "selftest-ts-newer"), str(newer)])
+    c.check(result.returncode == 1 and "Kubernetes 1.28" in result.stdout and
+            "appArmorProfile" in result.stdout and "strict:" not in result.stdout,
+            f"validate.mjs: a 1.30 field must fail on 1.28 only: {result.stdout}")
+    bad = args.work_dir / "selftest-crds.yaml"
+    texts = []
+    for name in ("kyverno/policyexception.yaml", "gatekeeper/constraints.yaml"):
+        texts.append((args.source_dir / "deploy/examples" / name).read_text())
+    text = "\n---\n".join(texts).replace("ruleNames:", "rules:", 1)
+    text = text.replace("allowedCapabilities:", "allowedCapabilites:", 1)
+    scc = (args.source_dir / "deploy/components/openshift/scc.yaml").read_text()
+    text += "\n---\n" + scc.split("\n---\n")[0].replace("allowHostPID: true", "allowHostPID: yes please")
+    bad.write_text(text)
+    result = run(["node", str(validate / "validate.mjs"), "--work-dir",
+                  str(args.work_dir / "selftest-ts-crds"), str(bad)])
+    for needle in ("kyverno-policyexception.json", "(rules)", "gatekeeper-psp-constraints.json",
+                   "(allowedCapabilites)", "openshift-scc.json", "/allowHostPID"):
+        c.check(needle in result.stdout, f"validate.mjs missed {needle}: {result.stdout}")
+
+
+def selftest_platforms(c, args, expect):
+    """A platform component that lost a base flag or a mount, and a sysfs hostPath that would
+    have to be created, are caught by name."""
+    path, error = render(args.source_dir, args.work_dir, "examples/k3s")
+    if not c.check(path is not None, f"render examples/k3s: {error}"):
+        return
+    docs = [d for d in yaml.safe_load_all(path.read_text()) if d]
+    configmap = next(d for d in docs if d["kind"] == "ConfigMap")
+    configmap["data"]["agent.flags"] = configmap["data"]["agent.flags"].replace(
+        "--zds-stall-threshold 30s\n", "")
+    ds = next(d for d in docs if d["kind"] == "DaemonSet")
+    spec = ds["spec"]["template"]["spec"]
+    spec["containers"][0]["volumeMounts"] = [
+        m for m in spec["containers"][0]["volumeMounts"] if "rancher" not in m["mountPath"]]
+    spec["volumes"].append({"name": "btf", "hostPath": {"path": "/sys/kernel/btf",
+                                                         "type": "DirectoryOrCreate"}})
+    spec["containers"][0]["volumeMounts"].append(
+        {"name": "btf", "mountPath": "/sys/kernel/btf", "readOnly": True})
+    sub = Checker()
+    check_platform(sub, "k3s", docs, argparse.Namespace(
+        source_dir=args.source_dir, work_dir=args.work_dir, binary=""))
+    expect(sub.failures, ["lost the base's --zds-stall-threshold",
+                          "/host/var/lib/rancher/k3s/agent/etc/cni/net.d is not inside any",
+                          "volume cni-netd is not mounted", "nothing can be created in sysfs"],
+           "platforms")
 
 
 CHECKS = {
