@@ -890,6 +890,20 @@ def selftest_platforms(c, args, expect):
                           "/host/var/lib/rancher/k3s/agent/etc/cni/net.d is not inside any",
                           "volume cni-netd is not mounted", "nothing can be created in sysfs"],
            "platforms")
+    # Exceptions that reach beyond the agent's objects in istio-system.
+    sub = Checker()
+    exception = yaml.safe_load((args.source_dir / "deploy/examples/kyverno/policyexception.yaml")
+                               .read_text())
+    exception["spec"]["match"]["any"][0]["resources"]["namespaces"] = ["istio-system", "default"]
+    exception["spec"]["exceptions"][0]["ruleNames"] = ["host-namespaces"]
+    constraint = next(yaml.safe_load_all((args.source_dir / "deploy/examples/gatekeeper/"
+                                          "constraints.yaml").read_text()))
+    del constraint["spec"]["match"]["namespaces"]
+    check_policy_example(sub, "examples/selftest", [exception, constraint])
+    expect(sub.failures, ["PolicyException/ambient-doctor: matches more than",
+                          "needs the autogen- rules",
+                          "K8sPSPCapabilities/ambient-doctor-capabilities: applies beyond"],
+           "policy exceptions")
 
 
 CHECKS = {
