@@ -40,7 +40,7 @@ function modulePath(apiVersion) {
   return `kubernetes-models/${apiVersion}`;  // "v1" is the core group
 }
 
-// Vendored schemas (schemas/extract.mjs): "<apiVersion>/<kind>" -> { file, validate }.
+// Vendored schemas (schemas/*.json, written by schemas/extract.mjs), compiled on first use.
 // Formats (int32, date-time, …) are not checked: the types are, and kubernetes-models does the rest.
 const ajv = new Ajv({ strict: false, allErrors: true, validateFormats: false });
 const vendored = new Map();  // "<file>:<apiVersion>/<kind>" -> the schema to compile
