@@ -262,6 +262,12 @@ def check_manifests(args):
                 caps = ds["spec"]["template"]["spec"]["containers"][0]["securityContext"][
                     "capabilities"]["add"]
                 c.check({"BPF", "PERFMON"} <= set(caps), f"tracer component: capabilities {caps}")
+    # Every component is rendered: through its platform's example, or inside another component.
+    for component in sorted((args.source_dir / "deploy/components").iterdir()):
+        used = any(f"../{component.name}" in k.read_text()
+                   for k in (args.source_dir / "deploy/components").glob("*/kustomization.yaml"))
+        c.check(component.name in PLATFORMS or used,
+                f"deploy/components/{component.name}: no example renders it (PLATFORMS)")
     if rendered:
         result = run(["node", str(validate_dir / "validate.mjs"), "--work-dir",
                       str(args.work_dir / "ts")] + [str(p) for p in rendered])
