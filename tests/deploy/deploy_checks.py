@@ -357,7 +357,8 @@ def check_platform(c, platform, docs, args):
         holder = max((m for m in mounts if covered_by_mount(path, [m])), key=len, default=None)
         if holder and holder != "/host/proc":
             c.check(mounts[holder][2].get("mountPropagation") == "HostToContainer",
-                    f"{where}: {holder} needs HostToContainer (new netns pins, a restarted runtime)")
+                    f"{where}: {holder} needs HostToContainer (new netns pins, a restarted "
+                    "runtime)")
     check_host_volumes(c, where, ds)
     spec = ds["spec"]["template"]["spec"]
     if platform == "openshift":
@@ -421,7 +422,8 @@ def check_policy_example(c, name, docs):
             for exception in d["spec"]["exceptions"]:
                 rules = exception["ruleNames"]
                 c.check(all(f"autogen-{r}" in rules for r in rules if not r.startswith("autogen-")),
-                        f"{where}: {exception['policyName']}: the DaemonSet needs the autogen- rules")
+                        f"{where}: {exception['policyName']}: the DaemonSet needs the autogen- "
+                        "rules")
         elif d["apiVersion"].startswith("constraints.gatekeeper.sh/"):
             match = d["spec"]["match"]
             c.check(match.get("namespaces") == ["istio-system"] and
