@@ -1,14 +1,20 @@
 // Offline validation of rendered Kubernetes manifests (no API server needed):
 //  1. schema: every document against the kubernetes-models / prometheus-operator JSON schemas
-//     (types, required fields, enums; these schemas allow unknown fields);
+//     (the newest Kubernetes: kubernetes-models 5.1.0 carries 1.36.0; types, required fields,
+//     enums; these schemas allow unknown fields); custom resources without such a package
+//     (OpenShift's SCC, Kyverno, Gatekeeper) against the CRD schemas vendored in schemas/;
 //  2. strict: every document as a typed TypeScript literal, so `tsc` rejects unknown or
-//     misspelled fields (excess-property check) and wrong types.
+//     misspelled fields (excess-property check) and wrong types;
+//  3. oldest: every built-in object against Kubernetes 1.28's schemas (schemas/k8s-1.28.json),
+//     closed to unknown fields as the API server's strict field validation is, so a field newer
+//     than 1.28 (e.g. securityContext.appArmorProfile, 1.30) fails here.
 // usage: node validate.mjs --work-dir DIR rendered.yaml...   (exit 0 ok, 1 findings, 2 usage)
 import { execFileSync } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseAllDocuments } from "yaml";
+import Ajv from "ajv";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 
@@ -32,6 +38,37 @@ function modulePath(apiVersion) {
     return `@kubernetes-models/prometheus-operator/${apiVersion}`;
   }
   return `kubernetes-models/${apiVersion}`;  // "v1" is the core group
+}
+
+// Vendored schemas (schemas/*.json, written by schemas/extract.mjs), compiled on first use.
+// Formats (int32, date-time, …) are not checked: the types are, and kubernetes-models does the rest.
+const ajv = new Ajv({ strict: false, allErrors: true, validateFormats: false });
+const vendored = new Map();  // "<file>:<apiVersion>/<kind>" -> the schema to compile
+const compiled = new Map();
+const oldest = JSON.parse(fs.readFileSync(path.join(here, "schemas/k8s-1.28.json"), "utf8"));
+for (const file of fs.readdirSync(path.join(here, "schemas")).filter((f) => f.endsWith(".json"))) {
+  const bundle = JSON.parse(fs.readFileSync(path.join(here, "schemas", file), "utf8"));
+  for (const [key, schema] of Object.entries(bundle.kinds)) {
+    vendored.set(`${file}:${key}`, { ...schema, definitions: bundle.definitions });
+  }
+}
+function vendoredValidator(file, key) {
+  const id = `${file}:${key}`;
+  if (!compiled.has(id)) compiled.set(id, ajv.compile(vendored.get(id)));
+  return compiled.get(id);
+}
+function crdSchemaFile(key) {
+  for (const name of vendored.keys()) {
+    const [file, ...rest] = name.split(":");
+    if (file !== "k8s-1.28.json" && rest.join(":") === key) return file;
+  }
+  return undefined;
+}
+function describeErrors(errors) {
+  return errors.slice(0, 6).map((e) => {
+    const extra = e.params?.additionalProperty ? ` (${e.params.additionalProperty})` : "";
+    return `${e.instancePath || "/"} ${e.message}${extra}`;
+  }).join("; ");
 }
 
 const documents = [];
@@ -62,6 +99,12 @@ for (const doc of documents) {
     fail(doc.where, "no apiVersion/kind");
     continue;
   }
+  const crdFile = crdSchemaFile(`${apiVersion}/${kind}`);
+  if (crdFile) {
+    const validate = vendoredValidator(crdFile, `${apiVersion}/${kind}`);
+    if (!validate(doc.object)) fail(doc.where, `schema (${crdFile}): ${describeErrors(validate.errors)}`);
+    continue;
+  }
   let module;
   try {
     module = await import(modulePath(apiVersion));
@@ -80,6 +123,17 @@ for (const doc of documents) {
   } catch (error) {
     fail(doc.where, `schema: ${String(error.message ?? error).split("\n").slice(0, 6).join("; ")}`);
   }
+}
+
+// 3. Kubernetes 1.28: every built-in object (the groups kubernetes-models carries).
+for (const doc of documents.filter((d) => d.module?.startsWith("kubernetes-models/"))) {
+  const key = `${doc.object.apiVersion}/${doc.object.kind}`;
+  if (!oldest.kinds[key]) {
+    fail(doc.where, `Kubernetes 1.28 does not serve ${key}`);
+    continue;
+  }
+  const validate = vendoredValidator("k8s-1.28.json", key);
+  if (!validate(doc.object)) fail(doc.where, `Kubernetes 1.28: ${describeErrors(validate.errors)}`);
 }
 
 // 2. Strict unknown-field check through TypeScript's excess-property check.

@@ -198,6 +198,33 @@ def check_yamllint(args):
 
 
 KUSTOMIZATIONS = ["base", "examples/kube-prometheus-stack", "examples/all"]
+# deploy/components/<platform>, each rendered through deploy/examples/<platform>: the node paths
+# the agent must be told and have mounted (docs/deploy.md "Platforms"; the sources are
+# ../shared facts: Istio's platform profiles, the runtimes' defaults). `cni` is --cni-conf-dir
+# (a host path), `cri` the socket behind --cri-endpoint, `netns` the --netns-dir host paths.
+PLATFORMS = {
+    "k3s": {"cni": "/var/lib/rancher/k3s/agent/etc/cni/net.d",
+            "cri": "/run/k3s/containerd/containerd.sock",
+            "netns": ["/var/run/netns", "/run/k3s/containerd/io.containerd.grpc.v1.cri/netns"]},
+    "rke2": {"cni": "/etc/cni/net.d", "cri": "/run/k3s/containerd/containerd.sock",
+             "netns": ["/var/run/netns", "/run/k3s/containerd/io.containerd.grpc.v1.cri/netns"]},
+    "microk8s": {"cni": "/var/snap/microk8s/current/args/cni-network",
+                 "cri": "/var/snap/microk8s/common/run/containerd.sock",
+                 "netns": ["/var/run/netns", "/var/snap/microk8s/common/run/containerd/"
+                           "io.containerd.grpc.v1.cri/netns"]},
+    "openshift": {"cni": "/etc/cni/multus/net.d", "cri": "/run/crio/crio.sock",
+                  "netns": ["/var/run/netns"]},
+    "minikube": {"cni": "/etc/cni/net.d", "cri": "/var/run/cri-dockerd.sock",
+                 "netns": ["/var/run/docker/netns"]},
+}
+CONTAINERD = {"cni": "/etc/cni/net.d", "cri": "/run/containerd/containerd.sock",
+              "netns": ["/var/run/netns", "/run/containerd/io.containerd.grpc.v1.cri/netns"]}
+PLATFORMS.update({"k3d": PLATFORMS["k3s"], "gke": CONTAINERD, "eks": CONTAINERD,
+                  "aks": CONTAINERD, "kind": CONTAINERD})
+POLICY_EXAMPLES = ["examples/kyverno", "examples/gatekeeper"]
+KUSTOMIZATIONS += [f"examples/{name}" for name in PLATFORMS] + POLICY_EXAMPLES
+# Kinds without a namespace (the rest of deploy/ lives in istio-system).
+CLUSTER_SCOPED = {"SecurityContextConstraints", "ClusterRole", "ClusterRoleBinding"}
 
 
 def render(source, work, name):
@@ -228,8 +255,17 @@ def check_manifests(args):
             kinds = sorted(f"{d['kind']}/{d['metadata']['name']}" for d in docs)
             print(f"deploy/{name}: {', '.join(kinds)}")
             for d in docs:
-                c.check(d["metadata"].get("namespace") == "istio-system",
-                        f"deploy/{name}: {d['kind']}/{d['metadata']['name']} not in istio-system")
+                cluster_scoped = (d["kind"] in CLUSTER_SCOPED or
+                                  d["apiVersion"].startswith("constraints.gatekeeper.sh/"))
+                c.check(d["metadata"].get("namespace") ==
+                        (None if cluster_scoped else "istio-system"),
+                        f"deploy/{name}: {d['kind']}/{d['metadata']['name']} "
+                        f"{'has a namespace' if cluster_scoped else 'not in istio-system'}")
+            platform = name.split("/", 1)[1] if name.split("/", 1)[-1] in PLATFORMS else None
+            if platform:
+                check_platform(c, platform, docs, args)
+            if name in POLICY_EXAMPLES:
+                check_policy_example(c, name, docs)
             if name == "base":
                 c.check(not any(d["apiVersion"].startswith("monitoring.coreos.com") for d in docs),
                         "the base must install without prometheus-operator CRDs")
@@ -246,6 +282,12 @@ def check_manifests(args):
                 caps = ds["spec"]["template"]["spec"]["containers"][0]["securityContext"][
                     "capabilities"]["add"]
                 c.check({"BPF", "PERFMON"} <= set(caps), f"tracer component: capabilities {caps}")
+    # Every component is rendered: through its platform's example, or inside another component.
+    for component in sorted((args.source_dir / "deploy/components").iterdir()):
+        used = any(f"../{component.name}" in k.read_text()
+                   for k in (args.source_dir / "deploy/components").glob("*/kustomization.yaml"))
+        c.check(component.name in PLATFORMS or used,
+                f"deploy/components/{component.name}: no example renders it (PLATFORMS)")
     if rendered:
         result = run(["node", str(validate_dir / "validate.mjs"), "--work-dir",
                       str(args.work_dir / "ts")] + [str(p) for p in rendered])
@@ -271,6 +313,161 @@ def cmake_version(source_dir):
     text = (source_dir / "CMakeLists.txt").read_text()
     match = re.search(r"project\(\s*\S+\s+VERSION\s+([0-9][^\s)]*)", text)
     return match.group(1) if match else None
+
+
+def parse_flags(text):
+    """(name, value) per flag line of an agent.flags file (comments and blank lines skipped)."""
+    out = []
+    for line in text.splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            name, _, value = line.partition(" ")
+            out.append((name, value.strip()))
+    return out
+
+
+def host_mounts(ds):
+    """{mountPath: (host path, volume type, mount)} of the DaemonSet's hostPath mounts."""
+    spec = ds["spec"]["template"]["spec"]
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    out = {}
+    for mount in spec["containers"][0]["volumeMounts"]:
+        host = volumes.get(mount["name"], {}).get("hostPath")
+        if host:
+            out[mount["mountPath"]] = (host["path"], host.get("type", ""), mount)
+    return out
+
+
+def check_host_volumes(c, where, ds):
+    """Every hostPath volume mounted read-only at /host<path> (or its own path); none that the
+    kubelet or the runtime would have to create where nothing can be created."""
+    spec = ds["spec"]["template"]["spec"]
+    mounted = {m["name"] for m in spec["containers"][0]["volumeMounts"]}
+    for volume in spec["volumes"]:
+        c.check(volume["name"] in mounted, f"{where}: volume {volume['name']} is not mounted")
+        host = volume.get("hostPath")
+        if not host:
+            continue
+        c.check(host.get("type") in ("Directory", "DirectoryOrCreate", "Socket", "File"),
+                f"{where}: hostPath {host['path']} has no explicit type")
+        if host["path"].startswith(("/sys/", "/proc/")) or host["path"] in ("/sys",):
+            c.check(not host.get("type", "").endswith("OrCreate") and host.get("type"),
+                    f"{where}: hostPath {host['path']} is {host.get('type') or 'untyped'}: nothing "
+                    "can be created in sysfs or procfs, the pod would stay in ContainerCreating")
+    for path, (host, _, mount) in host_mounts(ds).items():
+        c.check(mount.get("readOnly") is True, f"{where}: hostPath mount {path} not read-only")
+        c.check(path in ("/host" + host, host), f"{where}: {path} mounts the host's {host}: "
+                "the agent resolves host paths under --host-root /host")
+
+
+def covered_by_mount(path, mounts):
+    """The container path `path` lies in a hostPath mount (the mount itself or below it)."""
+    return any(path == m or path.startswith(m.rstrip("/") + "/") for m in mounts)
+
+
+def check_platform(c, platform, docs, args):
+    where = f"components/{platform}"
+    want = PLATFORMS[platform]
+    ds = next(d for d in docs if d["kind"] == "DaemonSet")
+    configmap = next(d for d in docs if d["kind"] == "ConfigMap")
+    flags = parse_flags(configmap["data"]["agent.flags"])
+    base = parse_flags(yaml.safe_load(
+        (args.source_dir / "deploy/base/configmap.yaml").read_text())["data"]["agent.flags"])
+    # The component's flags file is a whole copy: it must keep every base flag that is not a
+    # path of the node (those are the component's to set).
+    for name, value in base:
+        if not value.startswith("/host/"):
+            c.check((name, value) in flags, f"{where}: flags lost the base's {name} {value}")
+    given = {}
+    for name, value in flags:
+        given.setdefault(name, []).append(value)
+    c.check(given.get("--cni-conf-dir") == [want["cni"]],
+            f"{where}: --cni-conf-dir {given.get('--cni-conf-dir')} != {want['cni']}")
+    c.check(given.get("--cri-endpoint") == ["unix:///host" + want["cri"]],
+            f"{where}: --cri-endpoint {given.get('--cri-endpoint')} != unix:///host{want['cri']}")
+    c.check(sorted(given.get("--netns-dir", [])) == sorted("/host" + p for p in want["netns"]),
+            f"{where}: --netns-dir {given.get('--netns-dir')} != /host + {want['netns']}")
+    # Every path the flags name is inside a read-only hostPath mount of that same host path.
+    mounts = host_mounts(ds)
+    named = ["/host" + want["cni"], "/host" + want["cri"]] + ["/host" + p for p in want["netns"]]
+    for path in named:
+        c.check(covered_by_mount(path, mounts), f"{where}: {path} is not inside any hostPath mount")
+    for path in ["/host" + p for p in want["netns"]] + ["/host" + os.path.dirname(want["cri"])]:
+        holder = max((m for m in mounts if covered_by_mount(path, [m])), key=len, default=None)
+        if holder and holder != "/host/proc":
+            c.check(mounts[holder][2].get("mountPropagation") == "HostToContainer",
+                    f"{where}: {holder} needs HostToContainer (new netns pins, a restarted "
+                    "runtime)")
+    check_host_volumes(c, where, ds)
+    spec = ds["spec"]["template"]["spec"]
+    if platform == "openshift":
+        check_openshift(c, where, docs, ds)
+    if platform == "gke":
+        quota = [d for d in docs if d["kind"] == "ResourceQuota"]
+        c.check(any(e.get("scopeName") == "PriorityClass" and e.get("operator") == "In" and
+                    spec["priorityClassName"] in e.get("values", [])
+                    for q in quota for e in q["spec"].get("scopeSelector", {})
+                    .get("matchExpressions", [])),
+                f"{where}: no ResourceQuota scoped to priority class {spec['priorityClassName']}")
+    # The real binary accepts the component's flags file.
+    if args.binary and pathlib.Path(args.binary).exists():
+        flags_file = args.work_dir / f"{platform}.flags"
+        flags_file.write_text(configmap["data"]["agent.flags"])
+        result = run([args.binary, "report", "--config", str(flags_file), "--help"], timeout=20)
+        text = result.stdout + result.stderr
+        c.check(result.returncode == 0 and "unknown" not in text.lower(),
+                f"{where}: report rejects the flags: {text.strip()[:300]}")
+
+
+def check_openshift(c, where, docs, ds):
+    spec = ds["spec"]["template"]["spec"]
+    c.check(spec.get("securityContext", {}).get("seLinuxOptions", {}).get("type") == "spc_t",
+            f"{where}: pod SELinux type is not spc_t")
+    scc = next((d for d in docs if d["kind"] == "SecurityContextConstraints"), None)
+    if not c.check(scc is not None, f"{where}: no SecurityContextConstraints"):
+        return
+    container = spec["containers"][0]
+    caps = set(container["securityContext"]["capabilities"]["add"])
+    c.check(caps | {"BPF", "PERFMON"} == set(scc.get("allowedCapabilities") or []),
+            f"{where}: SCC allowedCapabilities {scc.get('allowedCapabilities')} != the "
+            f"DaemonSet's {sorted(caps)} + the tracer's BPF, PERFMON")
+    c.check(scc.get("allowHostPID") is True and scc.get("allowHostDirVolumePlugin") is True,
+            f"{where}: SCC must allow hostPID and hostPath")
+    c.check(not scc.get("allowPrivilegedContainer") and not scc.get("allowHostNetwork"),
+            f"{where}: SCC allows more than the DaemonSet needs")
+    kinds = {k for v in spec["volumes"] for k in v if k != "name"}
+    c.check(kinds <= set(scc.get("volumes") or []), f"{where}: SCC volumes lack {kinds}")
+    c.check(scc.get("runAsUser", {}).get("type") == "RunAsAny", f"{where}: SCC must admit uid 0")
+    role = next((d for d in docs if d["kind"] == "ClusterRole" and any(
+        "securitycontextconstraints" in r.get("resources", []) and "use" in r.get("verbs", []) and
+        scc["metadata"]["name"] in r.get("resourceNames", []) for r in d["rules"])), None)
+    binding = role and next((d for d in docs if d["kind"] == "RoleBinding" and
+                             d["roleRef"]["name"] == role["metadata"]["name"]), None)
+    c.check(binding is not None and {"kind": "ServiceAccount", "name": spec["serviceAccountName"],
+                                     "namespace": "istio-system"} in binding["subjects"],
+            f"{where}: the ServiceAccount is not granted `use` of the SCC")
+
+
+def check_policy_example(c, name, docs):
+    """The exceptions name the agent's objects in istio-system only."""
+    for d in docs:
+        where = f"deploy/{name}: {d['kind']}/{d['metadata']['name']}"
+        if d["kind"] == "PolicyException":
+            for entry in d["spec"]["match"].get("any", []):
+                resources = entry["resources"]
+                c.check(resources.get("namespaces") == ["istio-system"] and
+                        all(n.startswith("ambient-doctor") for n in resources.get("names", [""])),
+                        f"{where}: matches more than the agent's objects in istio-system")
+            for exception in d["spec"]["exceptions"]:
+                rules = exception["ruleNames"]
+                c.check(all(f"autogen-{r}" in rules for r in rules if not r.startswith("autogen-")),
+                        f"{where}: {exception['policyName']}: the DaemonSet needs the autogen- "
+                        "rules")
+        elif d["apiVersion"].startswith("constraints.gatekeeper.sh/"):
+            match = d["spec"]["match"]
+            c.check(match.get("namespaces") == ["istio-system"] and
+                    match.get("labelSelector", {}).get("matchLabels") == {"app": "ambient-doctor"},
+                    f"{where}: applies beyond the agent's pods in istio-system")
 
 
 def check_conventions(args, ds_text=None):
@@ -356,7 +553,6 @@ def check_conventions(args, ds_text=None):
             c.check(mount.get("readOnly") is True, f"hostPath mount {mount['mountPath']} read-only")
     for path, host in [("/host/proc", "/proc"), ("/host/var/run/netns", "/var/run/netns"),
                        ("/host/var/run/ztunnel", "/var/run/ztunnel"),
-                       ("/sys/kernel/btf", "/sys/kernel/btf"),
                        ("/host/etc/cni/net.d", "/etc/cni/net.d"),
                        ("/host/run/containerd", "/run/containerd"), ("/host/run/crio", "/run/crio")]:
         mount = mounts.get(path)
@@ -366,6 +562,12 @@ def check_conventions(args, ds_text=None):
     for path in ("/host/var/run/netns", "/host/run/containerd"):
         c.check(mounts.get(path, {}).get("mountPropagation") == "HostToContainer",
                 f"{path} HostToContainer")
+    # Host volumes: typed, mounted read-only under /host, none the runtime cannot create (BTF
+    # comes from the container's own sysfs: a /sys/kernel/btf hostPath would block the pod on a
+    # kernel without BTF).
+    check_host_volumes(c, "base", ds)
+    c.check(not any(v.get("hostPath", {}).get("path", "").startswith("/sys/kernel/btf")
+                    for v in spec["volumes"]), "no /sys/kernel/btf hostPath")
     api = mounts.get("/run/ambient-doctor")
     c.check(api is not None and "emptyDir" in volumes[api["name"]], "emptyDir for the API socket")
     # The flags file and the daemon's flags are accepted by the real binary.
@@ -896,7 +1098,76 @@ def check_selftest(args):
                           str(args.work_dir / "selftest-ts"), str(bad)])
             c.check(result.returncode == 1 and "hostPid" in result.stdout,
                     f"validate.mjs missed a misspelled field: {result.stdout}")
+            selftest_schemas(c, args, path, validate)
+    selftest_platforms(c, args, expect)
     return c.finish("selftest")
+
+
+def selftest_schemas(c, args, base_rendered, validate):
+    """A field newer than 1.28 and misspelled custom-resource fields fail validate.mjs."""
+    newer = args.work_dir / "selftest-newer.yaml"
+    newer.write_text(base_rendered.read_text().replace(
+        "seccompProfile:", "appArmorProfile:\n            type: Unconfined\n          seccompProfile:", 1))
+    result = run(["node", str(validate / "validate.mjs"), "--work-dir",
+                  str(args.work_dir / "selftest-ts-newer"), str(newer)])
+    c.check(result.returncode == 1 and "Kubernetes 1.28" in result.stdout and
+            "appArmorProfile" in result.stdout and "strict:" not in result.stdout,
+            f"validate.mjs: a 1.30 field must fail on 1.28 only: {result.stdout}")
+    bad = args.work_dir / "selftest-crds.yaml"
+    texts = []
+    for name in ("kyverno/policyexception.yaml", "gatekeeper/constraints.yaml"):
+        texts.append((args.source_dir / "deploy/examples" / name).read_text())
+    text = "\n---\n".join(texts).replace("ruleNames:", "rules:", 1)
+    text = text.replace("allowedCapabilities:", "allowedCapabilites:", 1)
+    scc = (args.source_dir / "deploy/components/openshift/scc.yaml").read_text()
+    text += "\n---\n" + scc.split("\n---\n")[0].replace("allowHostPID: true", "allowHostPID: yes please")
+    bad.write_text(text)
+    result = run(["node", str(validate / "validate.mjs"), "--work-dir",
+                  str(args.work_dir / "selftest-ts-crds"), str(bad)])
+    for needle in ("kyverno-policyexception.json", "(rules)", "gatekeeper-psp-constraints.json",
+                   "(allowedCapabilites)", "openshift-scc.json", "/allowHostPID"):
+        c.check(needle in result.stdout, f"validate.mjs missed {needle}: {result.stdout}")
+
+
+def selftest_platforms(c, args, expect):
+    """A platform component that lost a base flag or a mount, and a sysfs hostPath that would
+    have to be created, are caught by name."""
+    path, error = render(args.source_dir, args.work_dir, "examples/k3s")
+    if not c.check(path is not None, f"render examples/k3s: {error}"):
+        return
+    docs = [d for d in yaml.safe_load_all(path.read_text()) if d]
+    configmap = next(d for d in docs if d["kind"] == "ConfigMap")
+    configmap["data"]["agent.flags"] = configmap["data"]["agent.flags"].replace(
+        "--zds-stall-threshold 30s\n", "")
+    ds = next(d for d in docs if d["kind"] == "DaemonSet")
+    spec = ds["spec"]["template"]["spec"]
+    spec["containers"][0]["volumeMounts"] = [
+        m for m in spec["containers"][0]["volumeMounts"] if "rancher" not in m["mountPath"]]
+    spec["volumes"].append({"name": "btf", "hostPath": {"path": "/sys/kernel/btf",
+                                                         "type": "DirectoryOrCreate"}})
+    spec["containers"][0]["volumeMounts"].append(
+        {"name": "btf", "mountPath": "/sys/kernel/btf", "readOnly": True})
+    sub = Checker()
+    check_platform(sub, "k3s", docs, argparse.Namespace(
+        source_dir=args.source_dir, work_dir=args.work_dir, binary=""))
+    expect(sub.failures, ["lost the base's --zds-stall-threshold",
+                          "/host/var/lib/rancher/k3s/agent/etc/cni/net.d is not inside any",
+                          "volume cni-netd is not mounted", "nothing can be created in sysfs"],
+           "platforms")
+    # Exceptions that reach beyond the agent's objects in istio-system.
+    sub = Checker()
+    exception = yaml.safe_load((args.source_dir / "deploy/examples/kyverno/policyexception.yaml")
+                               .read_text())
+    exception["spec"]["match"]["any"][0]["resources"]["namespaces"] = ["istio-system", "default"]
+    exception["spec"]["exceptions"][0]["ruleNames"] = ["host-namespaces"]
+    constraint = next(yaml.safe_load_all((args.source_dir / "deploy/examples/gatekeeper/"
+                                          "constraints.yaml").read_text()))
+    del constraint["spec"]["match"]["namespaces"]
+    check_policy_example(sub, "examples/selftest", [exception, constraint])
+    expect(sub.failures, ["PolicyException/ambient-doctor: matches more than",
+                          "needs the autogen- rules",
+                          "K8sPSPCapabilities/ambient-doctor-capabilities: applies beyond"],
+           "policy exceptions")
 
 
 CHECKS = {
