@@ -275,7 +275,7 @@ def check_manifests(args):
                         c.check(d["metadata"].get("labels", {}).get("release") ==
                                 "kube-prometheus-stack",
                                 f"{d['kind']} lacks the release label kube-prometheus-stack selects")
-            if name.startswith("examples/"):
+            if name in ("examples/all", "examples/kube-prometheus-stack"):  # the monitoring ones
                 check_dashboard_configmap(c, args.source_dir, docs, name)
             if name == "examples/all":
                 ds = next(d for d in docs if d["kind"] == "DaemonSet")

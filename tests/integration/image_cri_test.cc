@@ -608,6 +608,12 @@ class NodeRuntime {
   }
   const std::string& error() const { return error_; }
   std::string dir() const { return run_dir_.path() + "/run-containerd"; }
+  // CRI-O's socket directory, empty on this containerd node but mounted with HostToContainer
+  // propagation too, so it must also lie in a shared mount.
+  std::string crio_dir() const {
+    fs::create_directories(run_dir_.path() + "/run-crio");
+    return run_dir_.path() + "/run-crio";
+  }
 
  private:
   SharedRunDir run_dir_;
@@ -812,6 +818,7 @@ TEST_F(ImageCriTest, RunsUnderTheRenderedDaemonSet) {
   paths.host_paths = {{"/proc", "/proc"},
                       {"/var/run/netns", "/run/netns"},
                       {"/run/containerd", runtime.dir()},
+                      {"/run/crio", runtime.crio_dir()},
                       {"/var/run/ztunnel", node.zds.run_dir},
                       {"/etc/cni/net.d", node.cni_conf_dir},
                       {"/sys/kernel/btf", "/sys/kernel/btf"}};
