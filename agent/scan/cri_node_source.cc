@@ -8,6 +8,7 @@
 #include <map>
 #include <tuple>
 
+#include "sources/cri/crio_config.h"
 #include "sources/cri/runtime_status.h"
 #include "sources/cri/sandbox_info.h"
 

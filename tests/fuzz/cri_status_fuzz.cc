@@ -1,9 +1,10 @@
-// Fuzz target: the runtime-wide verbose CRI Status info (StatusResponse.info) that a container
-// runtime returns: info["config"] and info["cniconfig"] (containerd's CRI config and go-cni's
-// ConfigResult, JSON) and info["lastCNILoadStatus"]. The input is split at its first NUL byte
-// (config, then cniconfig) and, in a second call, given whole as either document. Any bytes give
-// a value or an error; a value keeps the invariants the CNI source relies on (the directory is
-// absolute, bounded and free of NUL; the pod network is one of the networks).
+// Fuzz target: where a container runtime says its CNI config lives. The runtime-wide verbose CRI
+// Status info (StatusResponse.info): info["config"] and info["cniconfig"] (containerd's CRI
+// config and go-cni's ConfigResult, JSON) and info["lastCNILoadStatus"]; and CRI-O's TOML
+// configuration (GET /config). The input is split at its first NUL byte (config, then cniconfig)
+// and, in further calls, given whole as cniconfig and as CRI-O's TOML. Any bytes give a value or
+// an error; a value keeps the invariants the CNI source relies on (a directory is absolute,
+// bounded and free of NUL; the pod network is one of the networks).
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -42,5 +43,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       nul == std::string_view::npos ? std::string_view() : input.substr(nul + 1);
   Check(ad::cri::ParseRuntimeCniConfig(config, cniconfig, cniconfig));
   Check(ad::cri::ParseRuntimeCniConfig({}, input, {}));
+  const auto crio = ad::cri::ParseCrioNetworkDir(input);
+  if (crio.ok() && !crio->empty()) {
+    if (crio->front() != '/' || crio->size() > ad::cri::kMaxConfDirBytes) std::abort();
+    if (crio->find('\0') != std::string::npos) std::abort();
+  } else if (!crio.ok() && crio.error().message.empty()) {
+    std::abort();
+  }
   return 0;
 }

@@ -2,24 +2,31 @@
 // containerd reports in its verbose CRI Status (a private conf_dir, nowhere near /etc/cni/net.d)
 // is the one judged, without --cni-conf-dir; with no runtime, no flag and no /etc/cni/net.d the
 // chain is not judged (an info line, no CNI_CHAIN_BROKEN, the exit code of a healthy node).
+// `serve` watches the runtime's directory: a change there is judged without waiting for a poll.
 // The lab provides ambient pods (its flags file names its own CNI directory; `--cni-conf-dir
 // auto` on the command line puts the agent back to its default behaviour).
 #include <google/protobuf/util/json_util.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <optional>
+#include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "ambientdoctor/v1/ambient_doctor.pb.h"
+#include "child_process_util.h"
 #include "containerd_fixture.h"
 #include "lab/exec.h"
 #include "lab/lab.h"
 #include "netns_test_util.h"
+#include "scoped_child.h"
 #include "sources/cri/cri_client.h"
 #include "sources/cri/runtime_status.h"
 
@@ -195,6 +202,66 @@ TEST_F(CniConfDirTest, TheRuntimesDirectoryIsJudgedNotTheDefault) {
   EXPECT_EQ(report.node().cni().dir_source(), "flag") << Dump(report);
   EXPECT_EQ(report.node().cni().dir(), lab.node().cni_conf_dir);
   EXPECT_EQ(report.node().cni().runtime_dir(), runtime_dir);
+}
+
+// The runtime's conflist is rewritten while `serve` polls only every 5 minutes: the change is
+// judged within seconds, so the daemon's inotify watch is on the runtime's directory.
+TEST_F(CniConfDirTest, ServeWatchesTheRuntimesDirectory) {
+  if (std::string missing = ContainerdFixture::MissingPrerequisites(); !missing.empty()) {
+    GTEST_SKIP() << missing;
+  }
+  ContainerdFixture containerd;
+  ASSERT_EQ(containerd.Start(), "") << containerd.LogTail();
+  lab::LabOptions options;
+  options.prefix = Prefix("s");
+  options.pods = 1;
+  lab::ScopedLab lab(options);
+  ASSERT_TRUE(lab.ok()) << lab.error().message;
+  const std::string host_root = lab.node().host_root;
+  const std::string runtime_dir = containerd.dir() + "/cni";
+  fs::create_directories(fs::path(host_root + containerd.dir()).parent_path());
+  fs::create_directory_symlink(containerd.dir(), host_root + containerd.dir());
+  std::ofstream(runtime_dir + "/ZZZ-istio-cni-kubeconfig") << "apiVersion: v1\nkind: Config\n";
+
+  testing::ScopedTempDir dir("adt-cni-dir");
+  const std::string socket = dir.path() + "/api.sock";
+  const std::string log = dir.path() + "/serve.log";
+  testing::ScopedChild serve(
+      {kDoctor, "serve", "--lab-prefix", options.prefix, "--cni-conf-dir", "auto", "--cri-endpoint",
+       containerd.endpoint(), "--interval", "300s", "--resync-interval", "600s", "--api-socket",
+       socket, "--metrics-address", "off", "--no-flows"},
+      "", log, /*with_stderr=*/true);
+  auto read_log = [&log] {
+    std::ifstream in(log);
+    std::stringstream text;
+    text << in.rdbuf();
+    return text.str();
+  };
+  auto wait_for = [&](const std::function<bool(const pb::Report&)>& done) {
+    for (int i = 0; i < 200; ++i) {
+      if (fs::exists(socket)) {
+        auto report = ParseReport(Doctor({"report", "--api-socket", socket, "-o", "json"}).out);
+        if (report && report->origin().source() == "daemon" && done(*report)) return report;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return std::optional<pb::Report>{};
+  };
+  auto first = wait_for([](const pb::Report&) { return true; });
+  ASSERT_TRUE(first) << read_log();
+  EXPECT_EQ(first->node().cni().dir_source(), "runtime") << Dump(*first);
+  ASSERT_EQ(CniFindings(*first).size(), 1u) << Dump(*first);  // bridge -> loopback
+
+  std::ofstream(runtime_dir + "/10-adt.conflist")
+      << R"({"cniVersion": "0.4.0", "name": "adt-cri", "plugins": [{"type": "bridge"},
+          {"type": "istio-cni", "kubeconfig": ")"
+      << runtime_dir << R"(/ZZZ-istio-cni-kubeconfig"}]})";
+  auto healthy = wait_for([](const pb::Report& r) { return CniFindings(r).empty(); });
+  ASSERT_TRUE(healthy) << read_log();
+  EXPECT_TRUE(healthy->node().cni().istio_cni_chained()) << Dump(*healthy);
+  EXPECT_NE(read_log().find("CNI config directory " + host_root + runtime_dir + " (runtime: "),
+            std::string::npos)
+      << read_log();
 }
 
 // No runtime (the lab's node has none), no flag, and no /etc/cni/net.d under the host root: the

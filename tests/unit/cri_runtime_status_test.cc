@@ -15,6 +15,7 @@
 #include <string>
 #include <thread>
 
+#include "sources/cri/crio_config.h"
 #include "sources/cri/runtime_status.h"
 
 namespace ad::cri {

@@ -3,7 +3,6 @@
 #include <optional>
 
 #include "model/json_reader.h"
-#include "sources/ztunnel/http_get.h"
 
 namespace ad::cri {
 namespace {
@@ -95,8 +94,6 @@ Result<RuntimeCniConfig> ParseRuntimeCniConfig(std::string_view config_json,
 
 namespace {
 
-constexpr size_t kMaxCrioConfigBytes = 1 << 20;
-
 std::string_view Trim(std::string_view text) {
   while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) text.remove_prefix(1);
   while (!text.empty() && (text.back() == ' ' || text.back() == '\t' || text.back() == '\r')) {
@@ -158,24 +155,6 @@ Result<std::string> ParseCrioNetworkDir(std::string_view toml) {
     return dir;
   }
   return std::string();
-}
-
-Result<std::string> ReadCrioNetworkDir(const std::string& socket_path,
-                                       std::chrono::milliseconds timeout) {
-  ztunnel::HttpGetRequest request;
-  request.unix_socket = socket_path;
-  request.path = "/config";
-  ztunnel::HttpGetOptions options;
-  options.connect_timeout = timeout;
-  options.total_timeout = timeout;
-  options.max_response_bytes = kMaxCrioConfigBytes + (64 << 10);
-  Result<ztunnel::HttpResponse> response = ztunnel::HttpGet(request, options);
-  if (!response.ok()) return SourceError{SourceKind::kCri, response.error().message};
-  if (response->status != 200) {
-    return SourceError{SourceKind::kCri, "GET /config on " + socket_path + ": HTTP " +
-                                             std::to_string(response->status)};
-  }
-  return ParseCrioNetworkDir(response->body);
 }
 
 }  // namespace ad::cri

@@ -6,7 +6,6 @@
 // its own HTTP endpoint on the same socket gives its configuration.
 #pragma once
 
-#include <chrono>
 #include <cstddef>
 #include <string>
 #include <string_view>
@@ -32,6 +31,8 @@ struct RuntimeCniConfig {
 inline constexpr size_t kMaxRuntimeStatusBytes = 1 << 20;
 // Longest directory path accepted (PATH_MAX).
 inline constexpr size_t kMaxConfDirBytes = 4096;
+// Largest CRI-O configuration accepted (`crio config` prints about 60 KiB).
+inline constexpr size_t kMaxCrioConfigBytes = 1 << 20;
 // Longest load status kept (longer ones are cut and end in "...").
 inline constexpr size_t kMaxLoadStatusBytes = 1024;
 
@@ -50,10 +51,5 @@ Result<RuntimeCniConfig> ParseRuntimeCniConfig(std::string_view config_json,
 // a machine-written file (a table header is a line that starts with '['; basic strings without
 // escapes and literal strings are accepted, anything else is an error).
 Result<std::string> ParseCrioNetworkDir(std::string_view toml);
-
-// GET /config on CRI-O's unix socket (`socket_path`, no scheme), bounded in time and size, then
-// ParseCrioNetworkDir. GET only: CRI-O's inspect endpoints change nothing.
-Result<std::string> ReadCrioNetworkDir(const std::string& socket_path,
-                                       std::chrono::milliseconds timeout);
 
 }  // namespace ad::cri
