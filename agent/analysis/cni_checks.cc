@@ -44,6 +44,27 @@ void AddSkipped(const CniConfigState& cni, std::vector<std::string>& evidence) {
   }
 }
 
+// Where the directory came from; a given one that is not the runtime's is named as such.
+void AddDirOrigin(const CniConfigState& cni, std::vector<std::string>& evidence) {
+  const std::string runtime = cni.runtime.empty() ? std::string("the runtime") : cni.runtime;
+  switch (cni.dir_origin) {
+    case CniDirOrigin::kRuntime:
+      evidence.push_back("the directory " + runtime + " reports (CRI Status)");
+      break;
+    case CniDirOrigin::kFlag:
+      if (!cni.runtime_dir.empty() && cni.host_root + cni.runtime_dir != cni.dir) {
+        evidence.push_back("given with --cni-conf-dir, but " + runtime +
+                           " reports its CNI config directory as " + cni.runtime_dir);
+      }
+      break;
+    case CniDirOrigin::kDefault:
+      evidence.push_back("the default directory (the runtime does not report its own)");
+      break;
+    case CniDirOrigin::kNone:
+      break;
+  }
+}
+
 struct SandboxStart {
   int64_t started_unix_ms = 0;
   std::string pod;  // "namespace/name", empty without CRI
@@ -69,7 +90,8 @@ std::string DescribeGap(const CniChainGap& gap) {
 void CheckCniChain(const NodeSnapshot& snapshot, const std::vector<NetnsClassification>& netns,
                    const AnalysisOptions& options, std::vector<Finding>& findings) {
   const CniConfigState& cni = snapshot.cni;
-  if (!cni.collected) return;
+  // No directory known to be the runtime's: nothing to judge (the report says why).
+  if (!cni.collected || !cni.not_judged.empty()) return;
   const NetnsSnapshot* host = snapshot.Host();
   size_t ambient_pods = 0;
   for (const NetnsClassification& c : netns) {
@@ -150,6 +172,7 @@ void CheckCniChain(const NodeSnapshot& snapshot, const std::vector<NetnsClassifi
                          Join(cni.plugin_types, " -> ") + "; no plugin of \"type\": \"istio-cni\"");
     }
     AddSkipped(cni, evidence);
+    AddDirOrigin(cni, evidence);
     evidence.push_back(pods_text);
     if (one_shot) {
       evidence.push_back(one_shot_note);

@@ -497,6 +497,12 @@ struct ApiServer::Impl final : pb::AmbientDoctor::Service {
       reply->set_last_scan_unix_ms(static_cast<double>(latest->step.snapshot.taken_at_unix_ms));
       reply->set_netns_watched(static_cast<uint32_t>(latest->step.snapshot.netns.size()));
       reply->set_open_findings(static_cast<uint32_t>(latest->step.analysis.findings.size()));
+      const CniConfigState& cni = latest->step.snapshot.cni;
+      if (cni.collected) {
+        reply->set_cni_conf_dir(cni.dir);
+        reply->set_cni_conf_dir_source(std::string(CniDirOriginName(cni.dir_origin)));
+        reply->set_cni_not_judged(cni.not_judged);
+      }
     }
     std::lock_guard lock(status_mutex);
     for (const auto& [trigger, count] : scans_by_trigger) {

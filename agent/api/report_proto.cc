@@ -254,6 +254,10 @@ void FillNode(const NodeSnapshot& snapshot, pb::Node* node) {
       g->set_file(gap.file);
     }
     AddErrors(cni.errors, c->mutable_errors());
+    c->set_dir_source(std::string(CniDirOriginName(cni.dir_origin)));
+    c->set_not_judged(cni.not_judged);
+    c->set_runtime(cni.runtime);
+    c->set_runtime_dir(cni.runtime_dir);
   }
   if (snapshot.nft_userspace.collected) {
     const NftUserspaceState& nft = snapshot.nft_userspace;

@@ -110,8 +110,11 @@ void AddNodeSourceFlags(FlagSet& flags, ScanConfig& config) {
             &config.probe_path_threshold);
   flags.Add({.name = "cni-conf-dir",
              .value_name = "DIR",
-             .help = "The node's CNI config directory (under --host-root), checked for istio-cni "
-                     "in the chain the runtime uses (CNI_CHAIN_BROKEN); `off` skips the check."},
+             .help = "The node's CNI config directory (a host path, read under --host-root), "
+                     "checked for istio-cni in the chain the runtime uses (CNI_CHAIN_BROKEN). "
+                     "`auto`: the directory the runtime reports (containerd's CRI Status, "
+                     "CRI-O's config), else /etc/cni/net.d if it holds a config, else the chain "
+                     "is not judged; `off` skips the check."},
             &config.cni_conf_dir);
   flags.Add({.name = "no-nft-probe",
              .help = "Skip the nftables userspace check (NFT_BACKEND_UNUSABLE): package version, "
@@ -221,10 +224,13 @@ std::optional<std::string> FinishScanConfig(ScanConfig& scan) {
   config.analysis.probe_path_threshold_ms = *probe_threshold;
   if (scan.cni_conf_dir == "off") {
     config.cni_conf_dir.clear();
+  } else if (scan.cni_conf_dir == "auto") {
+    config.cni_conf_dir_given = false;  // EngineConfig's default directory is the fallback
   } else if (scan.cni_conf_dir.empty() || scan.cni_conf_dir.front() != '/') {
-    return "--cni-conf-dir needs an absolute directory (a host path) or off";
+    return "--cni-conf-dir needs an absolute directory (a host path), auto or off";
   } else {
     config.cni_conf_dir = scan.cni_conf_dir;
+    config.cni_conf_dir_given = true;
   }
   config.nft_userspace = !scan.no_nft_probe;
   return std::nullopt;

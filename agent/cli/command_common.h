@@ -40,7 +40,7 @@ struct ScanConfig {
   bool no_nft_probe = false;
   bool no_zds = false;
   int ztunnel_admin_port = EngineConfig{}.ztunnel_admin_port;
-  std::string cni_conf_dir = EngineConfig{}.cni_conf_dir;  // or "off"
+  std::string cni_conf_dir = "auto";  // a host path, "auto" (runtime's, else default) or "off"
   std::string probe_path_threshold = "10s";
   std::string zds_stall_threshold = "30s";
   std::string cert_expiry_warning = "1h";

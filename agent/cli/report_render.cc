@@ -347,6 +347,9 @@ std::string RenderReportTable(const pb::Report& report, const RenderOptions& opt
          ", " + std::to_string(counts.info()) + " info\n";
   out += DegradedLines(color, node.errors(), "");
   out += DegradedLines(color, node.probe_path().errors(), "");  // conntrack (probe path)
+  if (node.has_cni() && !node.cni().not_judged().empty()) {
+    out += Paint(color, kBold, "CNI chain not judged: ") + node.cni().not_judged() + "\n";
+  }
 
   if (node.zds_collected()) out += "\n" + RenderNodeSection(node, color);
 

@@ -256,6 +256,32 @@ std::optional<watch::ConfigDirWatcher> OpenCniWatcher(const EngineConfig& engine
   return std::nullopt;
 }
 
+// What the daemon says about the CNI config directory in use: which one and where it came from,
+// or why the chain is not judged. Empty when the check is off.
+std::string CniDirNote(const CniConfigState& cni) {
+  if (!cni.collected) return {};
+  if (!cni.not_judged.empty()) return "CNI chain not judged: " + cni.not_judged;
+  std::string note =
+      "CNI config directory " + cni.dir + " (" + std::string(CniDirOriginName(cni.dir_origin));
+  if (cni.dir_origin == CniDirOrigin::kRuntime && !cni.runtime.empty()) {
+    note += ": " + cni.runtime + " reports it";
+  }
+  return note + ")";
+}
+
+// Keeps the watcher on the directory the latest scan read (the runtime's may be known only after
+// the first scan), or on the fallback while none is judged (its creation is then an event), and
+// logs each change of directory or verdict once.
+void FollowCniDir(std::optional<watch::ConfigDirWatcher>& watcher, const CniConfigState& cni,
+                  const EngineConfig& engine, std::string& last_note, LogFormat format) {
+  if (std::string note = CniDirNote(cni); note != last_note) {
+    spdlog::info("{}", NoteLine(note, format));
+    last_note = std::move(note);
+  }
+  if (!watcher || !cni.collected) return;
+  watcher->Retarget(cni.dir.empty() ? engine.host_root + engine.cni_conf_dir : cni.dir);
+}
+
 // The event-driven change monitor, or null (and a warning: the daemon then polls every
 // interval). `external_fd` is the CNI watcher's; `wake_fd` ends a wait at Stop().
 std::unique_ptr<watch::ChangeMonitor> CreateChangeMonitor(const DaemonOptions& options,
@@ -290,6 +316,7 @@ void Daemon::Run(LogFormat format) {
   event_driven_active_ = monitor != nullptr;
   StepAndPublish(StepTrigger::kStartup, StepPlan{}, format);
 
+  std::string cni_note;  // the last CNI directory line logged
   std::set<uint64_t> dirty;
   // Keeps the monitor's watch set equal to the netns of the last step (/proc-only netns come and
   // go with processes, which inotify does not see). A netns starts being watched after it was
@@ -319,8 +346,14 @@ void Daemon::Run(LogFormat format) {
     }
     StepAndPublish(trigger, plan, format);
     sync_watches();
+    if (const auto latest = hub_->Latest()) {
+      FollowCniDir(cni_watcher, latest->step.snapshot.cni, options_.engine, cni_note, format);
+    }
   };
   sync_watches();
+  if (const auto latest = hub_->Latest()) {
+    FollowCniDir(cni_watcher, latest->step.snapshot.cni, options_.engine, cni_note, format);
+  }
 
   auto next_poll = Clock::now() + options_.poll_interval;
   auto next_resync = Clock::now() + options_.full_resync;

@@ -229,7 +229,8 @@ ScanOptions ComposeScan(const EngineConfig& config) {
   if (!config.cni_conf_dir.empty()) {
     CniSourceOptions cni;
     cni.host_root = config.host_root;
-    cni.conf_dir = config.cni_conf_dir;
+    cni.conf_dir = config.cni_conf_dir_given ? config.cni_conf_dir : std::string();
+    cni.fallback_dir = config.cni_conf_dir;
     cni.proc_root = config.proc_root;
     scan.node_sources.push_back(std::make_shared<CniNodeSource>(std::move(cni)));
   }

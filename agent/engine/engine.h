@@ -53,8 +53,11 @@ struct EngineConfig {
   // it at most every 15 s instead of every poll.
   int64_t probe_conntrack_min_interval_ms = 0;
   // CNI chain group. The CNI config directory, a host path under host_root; empty:
-  // not read (--cni-conf-dir off).
+  // not read (--cni-conf-dir off). Given (--cni-conf-dir DIR): read as is. Otherwise the
+  // directory the runtime reports comes first (CRI Status verbose), and this one is read only
+  // when it exists and holds a config file; without either the chain is not judged.
   std::string cni_conf_dir = "/etc/cni/net.d";
+  bool cni_conf_dir_given = false;
   // The nftables userspace check (version, JSON support, a probe in a throwaway netns).
   bool nft_userspace = true;
 

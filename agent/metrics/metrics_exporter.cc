@@ -118,6 +118,10 @@ struct MetricsExporter::Metrics {
   prometheus::Gauge* bypass_netns_watched = nullptr;      // mesh-bypass mode's netns map
   prometheus::Gauge* bypass_netns_not_watched = nullptr;  // left out: the map is full
   std::map<std::string, prometheus::Gauge*> tracer_attach;
+  // 1 for the CNI config directory the latest scan read, labelled with it and its origin.
+  Family<prometheus::Gauge>* cni_conf_dir = nullptr;
+  prometheus::Gauge* cni_conf_dir_series = nullptr;
+  std::pair<std::string, std::string> cni_conf_dir_labels;  // of that series
   Family<prometheus::Gauge>* pod_redirect_state = nullptr;  // per_pod_labels only
   std::vector<prometheus::Gauge*> pod_series;
 };
@@ -229,6 +233,12 @@ MetricsExporter::MetricsExporter(MetricsOptions options, Clock clock)
     const auto kind = static_cast<SourceKind>(k);
     m.source_errors[kind] = &errors.Add({{"source", std::string(SourceKindName(kind))}});
   }
+  m.cni_conf_dir = &BuildGauge()
+                        .Name("ambient_doctor_cni_conf_dir_info")
+                        .Help(
+                            "1 for the CNI config directory CNI_CHAIN_BROKEN judges, with its "
+                            "origin (flag, runtime, default; none: not judged, dir empty).")
+                        .Register(r);
   m.event_socket_overflows =
       &BuildCounter()
            .Name("ambient_doctor_event_socket_overflows_total")
@@ -382,10 +392,24 @@ void MetricsExporter::Consume(const PublishedResult& result) {
   std::map<SourceKind, int> errors;
   ForEachSourceError(result.step.snapshot, [&errors](const SourceError& e) { ++errors[e.kind]; });
   for (auto& [kind, gauge] : metrics_->source_errors) gauge->Set(errors[kind]);
+  SetCniConfDirLocked(result.step.snapshot.cni);
   if (!result.step.usable) return;
   last_usable_scan_ms_ = result.step.snapshot.taken_at_unix_ms;
   metrics_->last_successful_scan->Set(static_cast<double>(last_usable_scan_ms_) / 1000.0);
   SetGaugesLocked(result);
+}
+
+void MetricsExporter::SetCniConfDirLocked(const CniConfigState& cni) {
+  Metrics& m = *metrics_;
+  std::pair<std::string, std::string> labels;
+  if (cni.collected) labels = {cni.dir, std::string(CniDirOriginName(cni.dir_origin))};
+  if (m.cni_conf_dir_series != nullptr && labels == m.cni_conf_dir_labels) return;
+  if (m.cni_conf_dir_series != nullptr) m.cni_conf_dir->Remove(m.cni_conf_dir_series);
+  m.cni_conf_dir_series = nullptr;
+  m.cni_conf_dir_labels = labels;
+  if (!cni.collected) return;  // --cni-conf-dir off: no series
+  m.cni_conf_dir_series = &m.cni_conf_dir->Add({{"dir", labels.first}, {"source", labels.second}});
+  m.cni_conf_dir_series->Set(1);
 }
 
 void MetricsExporter::SetGaugesLocked(const PublishedResult& result) {

@@ -85,6 +85,7 @@ class MetricsExporter {
  private:
   struct Metrics;
   void SetGaugesLocked(const PublishedResult& result);
+  void SetCniConfDirLocked(const CniConfigState& cni);
 
   MetricsOptions options_;
   Clock clock_;

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "model/source_error.h"
@@ -43,10 +44,25 @@ struct NetnsStart {
   bool operator==(const NetnsStart&) const = default;
 };
 
+// Where the CNI config directory that was read came from.
+enum class CniDirOrigin : uint8_t {
+  kNone,     // none: the chain is not judged
+  kFlag,     // given (--cni-conf-dir)
+  kRuntime,  // the container runtime's own (CRI Status verbose)
+  kDefault,  // /etc/cni/net.d, taken because it exists and is readable
+};
+std::string_view CniDirOriginName(CniDirOrigin origin);  // "none" "flag" "runtime" "default"
+
 struct CniConfigState {
   bool collected = false;  // the source ran (false with --cni-conf-dir off)
-  std::string dir;         // as read, host root included ("/host/etc/cni/net.d")
+  std::string dir;         // as read, host root included ("/host/etc/cni/net.d"); empty: none
   std::string host_root;   // the prefix of host paths ("" or "/host")
+  CniDirOrigin dir_origin = CniDirOrigin::kNone;
+  std::string runtime;      // the runtime that reported its directory ("containerd 1.6.20")
+  std::string runtime_dir;  // the directory it reported (a host path), also when not used
+  // Set when no directory could be judged (origin kNone): why, and what to set. The chain is then
+  // not judged at all (no CNI_CHAIN_BROKEN), the rest of the state stays empty. Empty: judged.
+  std::string not_judged;
   bool dir_readable = false;
   std::vector<CniConfFile> files;  // candidates in runtime order, at most the bound
   size_t files_omitted = 0;        // candidates beyond the bound (not read)

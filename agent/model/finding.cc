@@ -220,8 +220,10 @@ constexpr std::array<FindingCodeInfo, kFindingCodeCount> kFindingCodes = {{
     // CNI chain:
     {kCniChainBroken, "CNI_CHAIN_BROKEN", Severity::kCritical,
      "While ambient pods run on the node, the CNI config the runtime uses (the first loadable "
-     "file of /etc/cni/net.d by name) does not chain istio-cni, or istio-cni's kubeconfig is "
-     "missing; the daemon also names the pods whose sandbox started while the chain lacked "
+     "file by name of its CNI config directory: --cni-conf-dir, else the one the runtime "
+     "reports, else /etc/cni/net.d; not judged without one) does not chain istio-cni, or "
+     "istio-cni's kubeconfig is missing; the daemon also names the pods whose sandbox started "
+     "while the chain lacked "
      "istio-cni (warning: never captured, istio#55968).",
      "The primary CNI rewrote its conflist and dropped istio-cni (Cilium needs "
      "cni.exclusive=false); fix the primary CNI's config ownership, restart the istio-cni node "

@@ -194,6 +194,11 @@ struct CriState {
   std::string runtime;   // "containerd 1.6.20"
   // Every pod of the node; shared (copy-on-write) with the cached answer that daemon polls reuse.
   SharedList<PodIdentity> pods;
+  // The runtime's CNI config directory (a host path) from its verbose Status (containerd); empty
+  // when the runtime does not say. The note says why not, or which networks it loaded.
+  std::string cni_conf_dir;
+  std::string cni_pod_network;  // the network it loaded for pods (eth0); empty: none or unknown
+  std::string cni_note;
   std::vector<SourceError> errors;
 
   bool operator==(const CriState&) const = default;

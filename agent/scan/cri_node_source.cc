@@ -8,6 +8,8 @@
 #include <map>
 #include <tuple>
 
+#include "sources/cri/crio_config.h"
+#include "sources/cri/runtime_status.h"
 #include "sources/cri/sandbox_info.h"
 
 namespace ad {
@@ -50,6 +52,62 @@ void ApplyStatus(const runtime::v1::PodSandboxStatus& status, PodIdentity& pod) 
   if (!status.network().ip().empty()) pod.ips.push_back(status.network().ip());
   for (const runtime::v1::PodIP& extra : status.network().additional_ips()) {
     if (!extra.ip().empty()) pod.ips.push_back(extra.ip());
+  }
+}
+
+// CRI-O's network_dir from its own HTTP endpoint on the CRI socket (GET /config).
+void ReadCrioNetworkDir(const cri::CriClient& client, CriState& state) {
+  constexpr std::string_view kScheme = "unix://";
+  const std::string& endpoint = client.endpoint();
+  if (!endpoint.starts_with(kScheme)) return;
+  Result<std::string> dir =
+      cri::ReadCrioNetworkDir(endpoint.substr(kScheme.size()), std::chrono::milliseconds(2000));
+  if (!dir.ok()) {
+    state.cni_note = dir.error().message;
+  } else if (dir->empty()) {
+    state.cni_note = "CRI-O's GET /config has no [crio.network] network_dir";
+  } else {
+    state.cni_conf_dir = std::move(dir).value();
+    state.cni_note = "CRI-O GET /config [crio.network] network_dir";
+  }
+}
+
+// The runtime's CNI config directory from its verbose Status (containerd), or CRI-O's own config.
+// Never an error of the source: a runtime that cannot say leaves the directory to the flag or the
+// default, and the note says why.
+void ReadRuntimeCniConfig(cri::CriClient& client, CriState& state) {
+  if (client.version().runtime_name() == "cri-o") {
+    ReadCrioNetworkDir(client, state);  // its Status has no CNI directories
+    return;
+  }
+  Result<runtime::v1::StatusResponse> status = client.Status(true);
+  if (!status.ok()) {
+    state.cni_note = status.error().message;
+    return;
+  }
+  auto info = [&status](const char* key) -> std::string_view {
+    const auto it = status->info().find(key);
+    return it == status->info().end() ? std::string_view() : std::string_view(it->second);
+  };
+  Result<cri::RuntimeCniConfig> parsed =
+      cri::ParseRuntimeCniConfig(info("config"), info("cniconfig"), info("lastCNILoadStatus"));
+  if (!parsed.ok()) {
+    state.cni_note = parsed.error().message;
+    return;
+  }
+  if (parsed->conf_dir.empty()) {
+    state.cni_note = "its verbose Status reports no CNI config directory";
+    return;
+  }
+  state.cni_conf_dir = parsed->conf_dir;
+  state.cni_pod_network = parsed->pod_network;
+  std::string networks;
+  for (const std::string& name : parsed->networks)
+    networks += (networks.empty() ? "" : ", ") + name;
+  state.cni_note = "Status " + parsed->conf_dir_key +
+                   "; networks loaded: " + (networks.empty() ? std::string("none") : networks);
+  if (!parsed->last_load_status.empty()) {
+    state.cni_note += "; last CNI load: " + parsed->last_load_status;
   }
 }
 
@@ -107,6 +165,7 @@ void CriNodeSource::Query(CriState& state) {
   state.available = true;
   state.endpoint = client.endpoint();
   state.runtime = client.RuntimeDescription();
+  ReadRuntimeCniConfig(client, state);
 
   Result<std::vector<runtime::v1::PodSandbox>> sandboxes = client.ListPodSandbox(true);
   if (!sandboxes.ok()) {

@@ -1,7 +1,9 @@
 // Pod identity from the container runtime: ListPodSandbox (READY only) plus a verbose
 // PodSandboxStatus per sandbox give uid/name/namespace, IPs, the pause pid and the netns pin,
-// which is resolved to its inode so pods can be joined with the scanned netns. A missing or
-// misbehaving runtime is reported in snapshot.cri (available=false / errors), never fatal.
+// which is resolved to its inode so pods can be joined with the scanned netns. A verbose Status
+// per answer gives the runtime's CNI config directory (containerd), read by the CNI source. A
+// missing or misbehaving runtime is reported in snapshot.cri (available=false / errors), never
+// fatal.
 #pragma once
 
 #include <chrono>

@@ -223,7 +223,11 @@ TEST_F(ApiServerTest, StatusRulesFlowsHealthAndReflection) {
   EngineStep step = MakeStep(1000, {});
   step.snapshot.netns[1].errors.push_back({SourceKind::kLegacyIpv6, "GET_INFO: EPERM", EPERM});
   hub_->Publish(StepTrigger::kStartup, step);
-  hub_->Publish(StepTrigger::kPoll, MakeStep(2000, {}));
+  EngineStep second = MakeStep(2000, {});
+  second.snapshot.cni.collected = true;
+  second.snapshot.cni.dir = "/host/var/lib/rancher/k3s/agent/etc/cni/net.d";
+  second.snapshot.cni.dir_origin = CniDirOrigin::kRuntime;
+  hub_->Publish(StepTrigger::kPoll, std::move(second));
   auto stub = Stub();
 
   // Status: counters follow the hub (the tracker may lag a moment behind the publish).
@@ -241,6 +245,10 @@ TEST_F(ApiServerTest, StatusRulesFlowsHealthAndReflection) {
   EXPECT_EQ(status.scans_by_trigger().at("startup"), 1u);
   EXPECT_EQ(status.scans_by_trigger().at("poll"), 1u);
   EXPECT_EQ(status.netns_watched(), 2u);
+  // The CNI config directory of the latest scan and where it came from.
+  EXPECT_EQ(status.cni_conf_dir(), "/host/var/lib/rancher/k3s/agent/etc/cni/net.d");
+  EXPECT_EQ(status.cni_conf_dir_source(), "runtime");
+  EXPECT_EQ(status.cni_not_judged(), "");
   bool saw_v6 = false;
   for (const pb::SourceStatus& source : status.sources()) {
     if (source.source() != "iptables-legacy/ipv6") continue;

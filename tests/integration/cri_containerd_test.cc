@@ -77,6 +77,8 @@ TEST(CriRealContainerd, SandboxIdentityAndNetnsInode) {
     EXPECT_EQ(cri.endpoint, containerd.endpoint());
     EXPECT_TRUE(cri.runtime.starts_with("containerd ")) << cri.runtime;
     EXPECT_TRUE(cri.errors.empty()) << AllErrors(cri);
+    // Its verbose Status names the conf_dir of its config (the CNI source reads that one).
+    EXPECT_EQ(cri.cni_conf_dir, containerd.dir() + "/cni") << cri.cni_note;
     const PodIdentity* pod = FindPod(cri, uid);
     ASSERT_NE(pod, nullptr) << AllErrors(cri);
     EXPECT_EQ(pod->name, "web-0");

@@ -245,6 +245,59 @@ TEST(CniChecks, EvidenceIsStableAcrossScans) {
   for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i].evidence, b[i].evidence);
 }
 
+// No directory known to be the runtime's (no flag, the runtime silent, /etc/cni/net.d absent):
+// ambient pods or not, the chain is not judged, never CNI_CHAIN_BROKEN.
+TEST(CniChecks, NotJudgedIsSilentEvenWithAmbientPods) {
+  CniConfigState cni;
+  cni.collected = true;
+  cni.dir_origin = CniDirOrigin::kNone;
+  cni.not_judged =
+      "no container runtime answered over CRI, and /etc/cni/net.d does not exist: the CNI chain "
+      "is not judged. Set --cni-conf-dir ...";
+  AnalysisOptions one_shot;
+  one_shot.history_known = false;
+  EXPECT_TRUE(Cni(Analyze(Node(cni), one_shot)).empty());
+  cni.gaps.push_back({kT0 - 60000, 0, ""});  // a gap kept from a directory judged before
+  const NodeAnalysis analysis = Analyze(Node(cni, kT0 - 30000));
+  EXPECT_TRUE(Cni(analysis).empty()) << Dump(analysis);
+}
+
+// The directory the runtime reports is its own: missing there means no CNI config at all.
+TEST(CniChecks, RuntimeDirectoryMissingIsNoConfigAndSaysWhoReportedIt) {
+  CniConfigState cni;
+  cni.collected = true;
+  cni.dir = "/host/var/lib/rancher/k3s/agent/etc/cni/net.d";
+  cni.host_root = "/host";
+  cni.dir_origin = CniDirOrigin::kRuntime;
+  cni.runtime = "containerd v1.7.22-k3s1";
+  cni.runtime_dir = "/var/lib/rancher/k3s/agent/etc/cni/net.d";
+  const NodeAnalysis analysis = Analyze(Node(cni));
+  const auto found = Cni(analysis);
+  ASSERT_EQ(found.size(), 1u) << Dump(analysis);
+  EXPECT_EQ(found.front().severity, Severity::kCritical);
+  EXPECT_TRUE(Mentions(found.front(), "does not exist")) << Dump(analysis);
+  EXPECT_TRUE(Mentions(found.front(), "the directory containerd v1.7.22-k3s1 reports"))
+      << Dump(analysis);
+}
+
+// A given directory that is not the one the runtime reports: the evidence says so.
+TEST(CniChecks, GivenDirectoryOtherThanTheRuntimesIsNamed) {
+  CniConfigState cni = BrokenChain();
+  cni.dir_origin = CniDirOrigin::kFlag;
+  cni.runtime = "containerd 1.6.20";
+  cni.runtime_dir = "/var/lib/rancher/k3s/agent/etc/cni/net.d";
+  auto analysis = Analyze(Node(cni));
+  ASSERT_EQ(Cni(analysis).size(), 1u) << Dump(analysis);
+  EXPECT_TRUE(Mentions(Cni(analysis).front(),
+                       "reports its CNI config directory as /var/lib/rancher/k3s/agent/etc/cni"))
+      << Dump(analysis);
+  cni.runtime_dir = "/etc/cni/net.d";  // the same directory (under the host root): nothing added
+  analysis = Analyze(Node(cni));
+  ASSERT_EQ(Cni(analysis).size(), 1u) << Dump(analysis);
+  EXPECT_FALSE(Mentions(Cni(analysis).front(), "reports its CNI config directory"))
+      << Dump(analysis);
+}
+
 NodeSnapshot NftNode(NftUserspaceState nft) {
   NodeSnapshot node = Node(GoodChain());
   node.nft_userspace = std::move(nft);

@@ -196,6 +196,28 @@ TEST_F(CniConfDir, WatcherSeesChangesAndWaitsForAMissingDirectory) {
   EXPECT_TRUE(watcher->Drain());
 }
 
+// The directory in use changed (the runtime reported its own): the same fd follows the new one,
+// and events of the old one are no longer reported.
+TEST_F(CniConfDir, WatcherRetargetsToAnotherDirectory) {
+  const std::string other = root_ + "/var/lib/rancher/k3s/agent/etc/cni/net.d";
+  fs::create_directories(other);
+  Result<watch::ConfigDirWatcher> watcher = watch::ConfigDirWatcher::Open(dir());
+  ASSERT_TRUE(watcher.ok()) << watcher.error().message;
+  const int fd = watcher->fd();
+  Write("10-calico.conflist", kChain);  // queued on the old directory, never drained
+  watcher->Retarget(other + "/");
+  EXPECT_EQ(watcher->dir(), other);
+  EXPECT_EQ(watcher->fd(), fd);
+  EXPECT_TRUE(watcher->watching_dir());
+  EXPECT_FALSE(watcher->Drain()) << "the old directory's events are stale";
+  Write("20-calico.conflist", kChain);
+  EXPECT_FALSE(watcher->Drain()) << "the old directory is no longer watched";
+  std::ofstream(other + "/10-flannel.conflist") << kChain;
+  EXPECT_TRUE(watcher->Drain());
+  watcher->Retarget(other);  // the same: nothing changes
+  EXPECT_FALSE(watcher->Drain());
+}
+
 TEST(CniConfParse, BadInputNeverCrashes) {
   for (const char* text : {"", "{", "null", "\"x\"", "{\"plugins\": 5}",
                            "{\"name\": \"n\", "

@@ -269,6 +269,29 @@ TEST(MetricsExporter, SeriesCountDoesNotGrowWithPods) {
       << "and the same as before any scan";
 }
 
+// One series for the CNI config directory in use, relabelled when it changes; none when off.
+TEST(MetricsExporter, CniConfDirInfoNamesTheDirectoryAndItsOrigin) {
+  MetricsExporter exporter;
+  PublishedResult result = HealthyNode(1);
+  result.step.snapshot.cni.collected = true;
+  result.step.snapshot.cni.dir = "/host/var/lib/rancher/k3s/agent/etc/cni/net.d";
+  result.step.snapshot.cni.dir_origin = CniDirOrigin::kRuntime;
+  exporter.Consume(result);
+  const std::string runtime_series =
+      "ambient_doctor_cni_conf_dir_info{dir=\"/host/var/lib/rancher/k3s/agent/etc/cni/net.d\","
+      "source=\"runtime\"}";
+  EXPECT_EQ(Value(exporter, runtime_series), 1);
+  result.step.snapshot.cni.dir.clear();
+  result.step.snapshot.cni.dir_origin = CniDirOrigin::kNone;
+  result.step.snapshot.cni.not_judged = "no container runtime answered over CRI, ...";
+  exporter.Consume(result);
+  EXPECT_EQ(Value(exporter, "ambient_doctor_cni_conf_dir_info{dir=\"\",source=\"none\"}"), 1);
+  EXPECT_FALSE(Parse(exporter.Exposition()).contains(runtime_series)) << "the old one is gone";
+  result.step.snapshot.cni = CniConfigState{};  // --cni-conf-dir off
+  exporter.Consume(result);
+  EXPECT_EQ(exporter.Exposition().find("ambient_doctor_cni_conf_dir_info{"), std::string::npos);
+}
+
 TEST(MetricsExporter, PerPodLabelsOnlyWhenAskedAndForgottenWithThePod) {
   MetricsExporter exporter(MetricsOptions{.per_pod_labels = true});
   PublishedResult result = HealthyNode(3);

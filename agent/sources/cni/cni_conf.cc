@@ -176,6 +176,20 @@ CniParsedConf ParseCniConf(const std::string& file_name, std::string_view bytes,
   return parsed;
 }
 
+std::string ProbeCniConfDir(const std::string& dir) {
+  std::unique_ptr<DIR, DirCloser> listing(::opendir(dir.c_str()));
+  if (!listing) {
+    if (errno == ENOENT) return "does not exist";
+    return std::string("could not be read: ") + std::strerror(errno);
+  }
+  errno = 0;
+  while (const dirent* entry = ::readdir(listing.get())) {
+    if (IsCandidate(entry->d_name) && entry->d_type != DT_DIR) return {};
+  }
+  if (errno != 0) return std::string("could not be read: ") + std::strerror(errno);
+  return "holds no .conflist, .conf or .json file";
+}
+
 CniConfigState ReadCniConfDir(const std::string& host_root, const std::string& conf_dir,
                               const CniReadLimits& limits) {
   CniConfigState state;

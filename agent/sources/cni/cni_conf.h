@@ -25,6 +25,12 @@ struct CniReadLimits {
 CniConfigState ReadCniConfDir(const std::string& host_root, const std::string& conf_dir,
                               const CniReadLimits& limits = {});
 
+// Whether `dir` (host root included) could be the runtime's CNI config directory: empty when it
+// exists, can be listed and holds at least one candidate name; else why not ("does not exist",
+// "could not be read: <errno text>", "holds no .conflist, .conf or .json file"). Lists names
+// only, opens no file.
+std::string ProbeCniConfDir(const std::string& dir);
+
 // The "plugins" types of a conflist, or the single "type" of a .conf/.json file; the error says
 // why the runtime would not load it. Pure (unit-tested on bytes).
 struct CniParsedConf {

@@ -177,6 +177,17 @@ Result<runtime::v1::VersionResponse> CriClient::Version() {
   return response;
 }
 
+Result<runtime::v1::StatusResponse> CriClient::Status(bool verbose) {
+  grpc::ClientContext context;
+  PrepareContext(context);
+  runtime::v1::StatusRequest request;
+  request.set_verbose(verbose);
+  runtime::v1::StatusResponse response;
+  const grpc::Status status = stub_->Status(&context, request, &response);
+  if (!status.ok()) return StatusError("Status", status);
+  return response;
+}
+
 Result<std::vector<runtime::v1::PodSandbox>> CriClient::ListPodSandbox(bool ready_only) {
   grpc::ClientContext context;
   PrepareContext(context);

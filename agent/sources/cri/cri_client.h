@@ -1,5 +1,5 @@
-// Read-only CRI client (runtime.v1 over gRPC on a unix socket): Version, ListPodSandbox and
-// PodSandboxStatus. Every call has a deadline and the receive size is bounded, so a hung or
+// Read-only CRI client (runtime.v1 over gRPC on a unix socket): Version, Status, ListPodSandbox
+// and PodSandboxStatus. Every call has a deadline and the receive size is bounded, so a hung or
 // hostile runtime costs at most one deadline per call, never a hang or an unbounded allocation.
 #pragma once
 
@@ -40,6 +40,8 @@ class CriClient {
   void set_deadline_cap(std::chrono::system_clock::time_point cap) { deadline_cap_ = cap; }
 
   Result<runtime::v1::VersionResponse> Version();
+  // The runtime's conditions; verbose adds its `info` map (containerd: CRI and CNI config).
+  Result<runtime::v1::StatusResponse> Status(bool verbose);
   Result<std::vector<runtime::v1::PodSandbox>> ListPodSandbox(bool ready_only);
   Result<runtime::v1::PodSandboxStatusResponse> PodSandboxStatus(const std::string& sandbox_id,
                                                                  bool verbose);

@@ -35,6 +35,13 @@ Result<ConfigDirWatcher> ConfigDirWatcher::Open(std::string dir) {
   return watcher;
 }
 
+void ConfigDirWatcher::Retarget(std::string dir) {
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  if (dir == dir_) return;
+  dir_ = std::move(dir);
+  Arm();  // drops the old watch; its queued events carry the old descriptor and are skipped
+}
+
 void ConfigDirWatcher::Arm() {
   if (descriptor_ >= 0) (void)::inotify_rm_watch(inotify_.get(), descriptor_);
   descriptor_ = -1;

@@ -20,6 +20,8 @@ class ConfigDirWatcher {
   const std::string& dir() const { return dir_; }
   // Reads the queued events (never blocks); true when the directory may have changed.
   bool Drain();
+  // Watches `dir` instead (the directory in use changed), on the same fd.
+  void Retarget(std::string dir);
   bool watching_dir() const { return watching_dir_; }  // else an ancestor, for its creation
   uint64_t overflows() const { return overflows_; }
 

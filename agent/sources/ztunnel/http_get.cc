@@ -4,11 +4,13 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <charconv>
+#include <cstddef>
 #include <cstdio>
 #include <cstring>
 #include <optional>
@@ -385,6 +387,42 @@ HttpResponseParser::Progress HttpResponseParser::ParseChunks() {
   }
 }
 
+namespace {
+
+// The peer's address (IPv4, IPv6 or a unix socket path); an explanation when it is not usable.
+std::string PeerAddress(const HttpGetRequest& request, sockaddr_storage& address,
+                        socklen_t& address_len) {
+  if (!request.unix_socket.empty()) {
+    auto* un = reinterpret_cast<sockaddr_un*>(&address);
+    un->sun_family = AF_UNIX;
+    if (request.unix_socket.size() >= sizeof(un->sun_path)) return "unix socket path too long";
+    std::memcpy(un->sun_path, request.unix_socket.data(), request.unix_socket.size());
+    address_len =
+        static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + request.unix_socket.size() + 1);
+    return {};
+  }
+  if (request.host.find(':') != std::string::npos) {
+    auto* in6 = reinterpret_cast<sockaddr_in6*>(&address);
+    in6->sin6_family = AF_INET6;
+    in6->sin6_port = htons(request.port);
+    if (::inet_pton(AF_INET6, request.host.c_str(), &in6->sin6_addr) != 1) {
+      return "host is not a literal IP address";
+    }
+    address_len = sizeof(sockaddr_in6);
+    return {};
+  }
+  auto* in4 = reinterpret_cast<sockaddr_in*>(&address);
+  in4->sin_family = AF_INET;
+  in4->sin_port = htons(request.port);
+  if (::inet_pton(AF_INET, request.host.c_str(), &in4->sin_addr) != 1) {
+    return "host is not a literal IP address";
+  }
+  address_len = sizeof(sockaddr_in);
+  return {};
+}
+
+}  // namespace
+
 Result<HttpResponse> HttpGet(const HttpGetRequest& request, const HttpGetOptions& options) {
   const Clock::time_point start = Clock::now();
   const Clock::time_point deadline = start + options.total_timeout;
@@ -393,30 +431,19 @@ Result<HttpResponse> HttpGet(const HttpGetRequest& request, const HttpGetOptions
   sockaddr_storage address{};
   socklen_t address_len = 0;
   const bool ipv6 = request.host.find(':') != std::string::npos;
-  const std::string url = "http://" + (ipv6 ? "[" + request.host + "]" : request.host) + ":" +
-                          std::to_string(request.port) + request.path;
+  const std::string url =
+      request.unix_socket.empty()
+          ? "http://" + (ipv6 ? "[" + request.host + "]" : request.host) + ":" +
+                std::to_string(request.port) + request.path
+          : "http://localhost" + request.path + " (unix:" + request.unix_socket + ")";
   auto error = [&url](int error_number, const std::string& what) {
     return SourceError{SourceKind::kHttp, "GET " + url + ": " + what, error_number};
   };
-  if (ipv6) {
-    auto* in6 = reinterpret_cast<sockaddr_in6*>(&address);
-    in6->sin6_family = AF_INET6;
-    in6->sin6_port = htons(request.port);
-    if (::inet_pton(AF_INET6, request.host.c_str(), &in6->sin6_addr) != 1) {
-      return error(EINVAL, "host is not a literal IP address");
-    }
-    address_len = sizeof(sockaddr_in6);
-  } else {
-    auto* in4 = reinterpret_cast<sockaddr_in*>(&address);
-    in4->sin_family = AF_INET;
-    in4->sin_port = htons(request.port);
-    if (::inet_pton(AF_INET, request.host.c_str(), &in4->sin_addr) != 1) {
-      return error(EINVAL, "host is not a literal IP address");
-    }
-    address_len = sizeof(sockaddr_in);
+  if (std::string why = PeerAddress(request, address, address_len); !why.empty()) {
+    return error(EINVAL, why);
   }
 
-  auto socket = OpenSocketIn(request.netns_path, ipv6 ? AF_INET6 : AF_INET);
+  auto socket = OpenSocketIn(request.netns_path, static_cast<int>(address.ss_family));
   if (!socket.ok()) {
     return error(socket.error().error_number, "enter netns: " + socket.error().message);
   }

@@ -1,4 +1,5 @@
-// A minimal, bounded HTTP/1.1 GET client for ztunnel's loopback admin, readiness and stats ports.
+// A minimal, bounded HTTP/1.1 GET client for ztunnel's loopback admin, readiness and stats ports
+// (and CRI-O's inspect endpoint on its unix socket).
 // The TCP socket is created inside the target network namespace (a socket stays in the netns it
 // was created in), so only socket() runs under NetnsGuard; everything else uses the socket. Every
 // wait has a deadline and every buffer a size limit: a hung or hostile peer costs at most
@@ -22,6 +23,9 @@ struct HttpGetRequest {
   std::string host = "127.0.0.1";  // literal IPv4 or IPv6 address ("::1")
   uint16_t port = 0;
   std::string path = "/";
+  // A unix socket to connect to instead of host:port (CRI-O's inspect endpoints); the request
+  // says "Host: localhost". A path socket is reached from any netns.
+  std::string unix_socket;
 };
 
 struct HttpGetOptions {

@@ -855,7 +855,11 @@ std::string LabAgentFlags(const LabNode& node) {
   text += "--no-proc\n--netns-dir " + std::string(kNetnsDir) + "\n";
   text += "--netns-match " + node.prefix + "-*\n";
   text += "--host-netns " + node.host_netns_path + "\n";
-  if (!node.host_root.empty()) text += "--host-root " + node.host_root + "\n";
+  if (!node.host_root.empty()) {
+    text += "--host-root " + node.host_root + "\n";
+    // The lab's runtimes do not report a CNI config directory: the lab names its own.
+    text += "--cni-conf-dir /etc/cni/net.d\n";
+  }
   if (!node.zds.enabled) {
     // No ZDS emulators: judging pods for ztunnel listeners would only restate that.
     text += "--no-zds\n";
