@@ -123,15 +123,33 @@ bool IsIstioRuleIn(const ObservedChain& observed, const Rule& rule) {
 
 // Small integer per (family, table, chain) identity of an expected chain, shared by every
 // variant, so scoring matches chains with an integer compare. `add` = false only looks up.
+using ChainKey = std::tuple<Family, std::string, std::string>;
+using ChainKeyView = std::tuple<Family, std::string_view, std::string_view>;
+
+// Compares stored keys with looked-up views without building strings. Spelt out because
+// std::less<> on tuple<string> vs tuple<string_view> does not compile with clang and
+// libstdc++ 12 (the fuzz build).
+struct ChainKeyLess {
+  using is_transparent = void;
+  static ChainKeyView View(const ChainKey& key) {
+    return {std::get<0>(key), std::get<1>(key), std::get<2>(key)};
+  }
+  static ChainKeyView View(const ChainKeyView& key) { return key; }
+  template <typename A, typename B>
+  bool operator()(const A& a, const B& b) const {
+    return View(a) < View(b);
+  }
+};
+
 int ChainId(Family family, std::string_view table, std::string_view chain, bool add) {
   static std::mutex mutex;
-  static std::map<std::tuple<Family, std::string, std::string>, int, std::less<>> ids;
-  const std::tuple<Family, std::string_view, std::string_view> key{family, table, chain};
+  static std::map<ChainKey, int, ChainKeyLess> ids;
+  const ChainKeyView key{family, table, chain};
   std::lock_guard lock(mutex);
   if (auto found = ids.find(key); found != ids.end()) return found->second;
   if (!add) return -1;
   const int id = static_cast<int>(ids.size());
-  ids.emplace(std::tuple<Family, std::string, std::string>{family, table, chain}, id);
+  ids.emplace(ChainKey{family, table, chain}, id);
   return id;
 }
 

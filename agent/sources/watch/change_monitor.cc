@@ -311,7 +311,10 @@ void ChangeMonitor::HandleDirEvents() {
       ++counters_.events;
       watched->paths.erase(path_it);
       // Other paths (another bind mount, /proc/<pid>/ns/net) may still reach the same netns.
-      std::erase_if(watched->paths, [&](const std::string& p) { return InodeOf(p) != inode; });
+      // (A copy: clang before 16 cannot capture a structured binding.)
+      const uint64_t netns_inode = inode;
+      std::erase_if(watched->paths,
+                    [&](const std::string& p) { return InodeOf(p) != netns_inode; });
       if (!watched->paths.empty()) break;
       const uint64_t removed = inode;
       if (config_.unwatch_removed) {
