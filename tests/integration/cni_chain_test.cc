@@ -21,6 +21,7 @@
 #include "child_process_util.h"
 #include "lab/exec.h"
 #include "lab/lab.h"
+#include "report_proto.h"
 #include "scoped_child.h"
 
 namespace ad {
@@ -30,8 +31,6 @@ namespace fs = std::filesystem;
 namespace pb = ::ambientdoctor::v1;
 using std::chrono::milliseconds;
 
-const std::string kDoctor = std::string(AD_BINARY_DIR) + "/agent/ambient-doctor";
-
 std::string ReadAll(const std::string& path) {
   std::ifstream in(path);
   std::stringstream text;
@@ -39,35 +38,10 @@ std::string ReadAll(const std::string& path) {
   return text.str();
 }
 
-lab::CommandOutput Doctor(std::vector<std::string> args) {
-  args.insert(args.begin(), kDoctor);
-  Result<lab::CommandOutput> out = lab::RunCommand({args, "", ""});
-  if (!out.ok()) return lab::CommandOutput{-1, "", out.error().message};
-  return std::move(out).value();
-}
-
-std::optional<pb::Report> ParseReport(const std::string& json) {
-  pb::Report report;
-  if (!google::protobuf::util::JsonStringToMessage(json, &report).ok()) return std::nullopt;
-  return report;
-}
-
-std::string Dump(const pb::Report& report) {
-  std::string out;
-  for (const pb::Finding& f : report.findings()) {
-    out += f.code() + " [" + f.subject() + "] " + f.netns().path() + " " + f.pod() + ": " +
-           f.summary() + "\n";
-    for (const std::string& e : f.evidence()) out += "    " + e + "\n";
-  }
-  return out;
-}
+std::string Dump(const pb::Report& report) { return test::DumpFindings(report); }
 
 std::vector<const pb::Finding*> CniFindings(const pb::Report& report) {
-  std::vector<const pb::Finding*> found;
-  for (const pb::Finding& f : report.findings()) {
-    if (f.code() == "CNI_CHAIN_BROKEN") found.push_back(&f);
-  }
-  return found;
+  return test::FindingsWithCode(report, "CNI_CHAIN_BROKEN");
 }
 
 const pb::Finding* WithSubject(const pb::Report& report, const std::string& subject) {
@@ -75,13 +49,6 @@ const pb::Finding* WithSubject(const pb::Report& report, const std::string& subj
     if (f->subject() == subject) return f;
   }
   return nullptr;
-}
-
-bool Mentions(const pb::Finding& f, const std::string& text) {
-  for (const std::string& e : f.evidence()) {
-    if (e.find(text) != std::string::npos) return true;
-  }
-  return false;
 }
 
 std::string Prefix(const std::string& tag) {
@@ -95,8 +62,8 @@ class CniChainTest : public ::testing::Test {
   }
   pb::Report LocalReport(const std::string& prefix) {
     const lab::CommandOutput out =
-        Doctor({"report", "--local", "--lab-prefix", prefix, "-o", "json"});
-    auto report = ParseReport(out.out);
+        test::RunDoctor({"report", "--local", "--lab-prefix", prefix, "-o", "json"});
+    auto report = test::ParseReportJson(out.out);
     EXPECT_TRUE(report) << out.out << out.err;
     return report.value_or(pb::Report{});
   }
@@ -134,10 +101,12 @@ TEST_F(CniChainTest, FaultGivesExactlyCniChainBrokenOnTheHost) {
   EXPECT_EQ(f.severity(), "critical");
   EXPECT_EQ(f.subject(), "chain");
   EXPECT_EQ(f.netns().path(), lab.node().host_netns_path);
-  EXPECT_TRUE(Mentions(f, lab::LabCniConflistName(options.prefix) + " (network")) << Dump(report);
-  EXPECT_TRUE(Mentions(f, "ptp -> portmap")) << Dump(report);
-  EXPECT_TRUE(Mentions(f, "one-shot report: judges the current state only")) << Dump(report);
-  EXPECT_EQ(Doctor({"report", "--local", "--lab-prefix", options.prefix}).exit_code, 1);
+  EXPECT_TRUE(test::EvidenceMentions(f, lab::LabCniConflistName(options.prefix) + " (network"))
+      << Dump(report);
+  EXPECT_TRUE(test::EvidenceMentions(f, "ptp -> portmap")) << Dump(report);
+  EXPECT_TRUE(test::EvidenceMentions(f, "one-shot report: judges the current state only"))
+      << Dump(report);
+  EXPECT_EQ(test::RunDoctor({"report", "--local", "--lab-prefix", options.prefix}).exit_code, 1);
 }
 
 TEST_F(CniChainTest, BadDirectoryContentsGiveAClearFindingNeverACrash) {
@@ -165,20 +134,22 @@ TEST_F(CniChainTest, BadDirectoryContentsGiveAClearFindingNeverACrash) {
   report = LocalReport(options.prefix);
   const pb::Finding* chain = WithSubject(report, "chain");
   ASSERT_NE(chain, nullptr) << Dump(report);
-  EXPECT_TRUE(Mentions(*chain, "no .conflist, .conf or .json file loads")) << Dump(report);
-  EXPECT_TRUE(Mentions(*chain, "00-malformed.conflist: malformed JSON")) << Dump(report);
+  EXPECT_TRUE(test::EvidenceMentions(*chain, "no .conflist, .conf or .json file loads"))
+      << Dump(report);
+  EXPECT_TRUE(test::EvidenceMentions(*chain, "00-malformed.conflist: malformed JSON"))
+      << Dump(report);
 
   // No config directory at all: a node with ambient pods and no CNI config is broken.
   fs::remove_all(dir);
   report = LocalReport(options.prefix);
   chain = WithSubject(report, "chain");
   ASSERT_NE(chain, nullptr) << Dump(report);
-  EXPECT_TRUE(Mentions(*chain, "does not exist")) << Dump(report);
+  EXPECT_TRUE(test::EvidenceMentions(*chain, "does not exist")) << Dump(report);
 
   // --cni-conf-dir off: no check, no finding.
-  const lab::CommandOutput off = Doctor(
+  const lab::CommandOutput off = test::RunDoctor(
       {"report", "--local", "--lab-prefix", options.prefix, "--cni-conf-dir", "off", "-o", "json"});
-  auto quiet = ParseReport(off.out);
+  auto quiet = test::ParseReportJson(off.out);
   ASSERT_TRUE(quiet) << off.out << off.err;
   EXPECT_TRUE(CniFindings(*quiet).empty()) << Dump(*quiet);
   EXPECT_FALSE(quiet->node().has_cni());
@@ -194,7 +165,8 @@ TEST_F(CniChainTest, MissingKubeconfigIsItsOwnFinding) {
   const pb::Report report = LocalReport(options.prefix);
   ASSERT_EQ(report.findings_size(), 1) << Dump(report);
   EXPECT_EQ(report.findings(0).subject(), "kubeconfig");
-  EXPECT_TRUE(Mentions(report.findings(0), "No such file or directory")) << Dump(report);
+  EXPECT_TRUE(test::EvidenceMentions(report.findings(0), "No such file or directory"))
+      << Dump(report);
 }
 
 TEST_F(CniChainTest, ServeNamesThePodStartedWhileTheChainLackedIstioCni) {
@@ -209,13 +181,15 @@ TEST_F(CniChainTest, ServeNamesThePodStartedWhileTheChainLackedIstioCni) {
   const std::string log = dir.path() + "/serve.log";
   // Node sources (CRI: the new sandbox) are polled every 2 s; the chain change itself is seen
   // through inotify on the CNI config directory.
-  testing::ScopedChild serve({kDoctor, "serve", "--lab-prefix", options.prefix, "--interval", "2s",
-                              "--api-socket", socket, "--metrics-address", "off", "--no-flows"},
-                             "", log, /*with_stderr=*/true);
+  testing::ScopedChild serve(
+      {test::DoctorBinary(), "serve", "--lab-prefix", options.prefix, "--interval", "2s",
+       "--api-socket", socket, "--metrics-address", "off", "--no-flows"},
+      "", log, /*with_stderr=*/true);
   auto wait_for = [&](const std::function<bool(const pb::Report&)>& done) {
     for (int i = 0; i < 300; ++i) {
       if (fs::exists(socket)) {
-        auto report = ParseReport(Doctor({"report", "--api-socket", socket, "-o", "json"}).out);
+        auto report = test::ParseReportJson(
+            test::RunDoctor({"report", "--api-socket", socket, "-o", "json"}).out);
         if (report && report->origin().source() == "daemon" && done(*report)) return report;
       }
       std::this_thread::sleep_for(milliseconds(100));
@@ -230,7 +204,8 @@ TEST_F(CniChainTest, ServeNamesThePodStartedWhileTheChainLackedIstioCni) {
   ASSERT_TRUE(lab::WriteLabCniConfig(options.prefix, false).ok());
   auto broken = wait_for([](const pb::Report& r) { return WithSubject(r, "chain") != nullptr; });
   ASSERT_TRUE(broken) << ReadAll(log);
-  EXPECT_TRUE(Mentions(*WithSubject(*broken, "chain"), "chain without istio-cni since"))
+  EXPECT_TRUE(
+      test::EvidenceMentions(*WithSubject(*broken, "chain"), "chain without istio-cni since"))
       << Dump(*broken);
   EXPECT_EQ(broken->node().cni().gaps_size(), 1);
 
@@ -246,8 +221,9 @@ TEST_F(CniChainTest, ServeNamesThePodStartedWhileTheChainLackedIstioCni) {
   const pb::Finding* uncaptured = WithSubject(*named, "uncaptured");
   EXPECT_EQ(uncaptured->severity(), "warning");
   EXPECT_FALSE(uncaptured->pod().empty()) << Dump(*named);
-  EXPECT_TRUE(Mentions(*uncaptured, "CRI created_at")) << Dump(*named);
-  EXPECT_TRUE(Mentions(*WithSubject(*named, "chain"), uncaptured->pod())) << Dump(*named);
+  EXPECT_TRUE(test::EvidenceMentions(*uncaptured, "CRI created_at")) << Dump(*named);
+  EXPECT_TRUE(test::EvidenceMentions(*WithSubject(*named, "chain"), uncaptured->pod()))
+      << Dump(*named);
   // Only the new pod: the ones enrolled before the break are fine.
   int uncaptured_count = 0;
   for (const pb::Finding* f : CniFindings(*named)) uncaptured_count += f->subject() == "uncaptured";

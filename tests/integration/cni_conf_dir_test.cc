@@ -26,6 +26,7 @@
 #include "lab/exec.h"
 #include "lab/lab.h"
 #include "netns_test_util.h"
+#include "report_proto.h"
 #include "scoped_child.h"
 #include "sources/cri/cri_client.h"
 #include "sources/cri/runtime_status.h"
@@ -37,46 +38,16 @@ namespace fs = std::filesystem;
 namespace pb = ::ambientdoctor::v1;
 using testing::ContainerdFixture;
 
-const std::string kDoctor = std::string(AD_BINARY_DIR) + "/agent/ambient-doctor";
-
-lab::CommandOutput Doctor(std::vector<std::string> args) {
-  args.insert(args.begin(), kDoctor);
-  Result<lab::CommandOutput> out = lab::RunCommand({args, "", ""});
-  if (!out.ok()) return lab::CommandOutput{-1, "", out.error().message};
-  return std::move(out).value();
-}
-
-std::optional<pb::Report> ParseReport(const std::string& json) {
-  pb::Report report;
-  if (!google::protobuf::util::JsonStringToMessage(json, &report).ok()) return std::nullopt;
-  return report;
-}
-
 std::string Dump(const pb::Report& report) {
   std::string out = "cni: dir " + report.node().cni().dir() + " (" +
                     report.node().cni().dir_source() + ") " + report.node().cni().not_judged() +
-                    "\n";
-  for (const pb::Finding& f : report.findings()) {
-    out += f.code() + " [" + f.subject() + "] " + f.netns().path() + ": " + f.summary() + "\n";
-    for (const std::string& e : f.evidence()) out += "    " + e + "\n";
-  }
+                    "\n" + test::DumpFindings(report);
   for (const pb::SourceError& e : report.node().cri().errors()) out += "cri: " + e.message() + "\n";
   return out;
 }
 
 std::vector<const pb::Finding*> CniFindings(const pb::Report& report) {
-  std::vector<const pb::Finding*> found;
-  for (const pb::Finding& f : report.findings()) {
-    if (f.code() == "CNI_CHAIN_BROKEN") found.push_back(&f);
-  }
-  return found;
-}
-
-bool Mentions(const pb::Finding& f, const std::string& text) {
-  for (const std::string& e : f.evidence()) {
-    if (e.find(text) != std::string::npos) return true;
-  }
-  return false;
+  return test::FindingsWithCode(report, "CNI_CHAIN_BROKEN");
 }
 
 std::string Prefix(const std::string& tag) {
@@ -91,9 +62,9 @@ class CniConfDirTest : public ::testing::Test {
   static pb::Report Report(const std::vector<std::string>& extra, int* exit_code = nullptr) {
     std::vector<std::string> args = {"report", "--local", "-o", "json"};
     args.insert(args.end(), extra.begin(), extra.end());
-    const lab::CommandOutput out = Doctor(args);
+    const lab::CommandOutput out = test::RunDoctor(args);
     if (exit_code != nullptr) *exit_code = out.exit_code;
-    auto report = ParseReport(out.out);
+    auto report = test::ParseReportJson(out.out);
     EXPECT_TRUE(report) << out.out << out.err;
     return report.value_or(pb::Report{});
   }
@@ -172,8 +143,8 @@ TEST_F(CniConfDirTest, TheRuntimesDirectoryIsJudgedNotTheDefault) {
   ASSERT_EQ(found.size(), 1u) << Dump(report);
   EXPECT_EQ(found[0]->subject(), "chain");
   EXPECT_EQ(found[0]->severity(), "critical");
-  EXPECT_TRUE(Mentions(*found[0], runtime_dir + "/10-adt.conflist")) << Dump(report);
-  EXPECT_TRUE(Mentions(*found[0], "the directory containerd ")) << Dump(report);
+  EXPECT_TRUE(test::EvidenceMentions(*found[0], runtime_dir + "/10-adt.conflist")) << Dump(report);
+  EXPECT_TRUE(test::EvidenceMentions(*found[0], "the directory containerd ")) << Dump(report);
 
   // The primary CNI's conflist chains istio-cni again (with its kubeconfig): healthy.
   std::ofstream(runtime_dir + "/ZZZ-istio-cni-kubeconfig") << "apiVersion: v1\nkind: Config\n";
@@ -227,9 +198,9 @@ TEST_F(CniConfDirTest, ServeWatchesTheRuntimesDirectory) {
   const std::string socket = dir.path() + "/api.sock";
   const std::string log = dir.path() + "/serve.log";
   testing::ScopedChild serve(
-      {kDoctor, "serve", "--lab-prefix", options.prefix, "--cni-conf-dir", "auto", "--cri-endpoint",
-       containerd.endpoint(), "--interval", "300s", "--resync-interval", "600s", "--api-socket",
-       socket, "--metrics-address", "off", "--no-flows"},
+      {test::DoctorBinary(), "serve", "--lab-prefix", options.prefix, "--cni-conf-dir", "auto",
+       "--cri-endpoint", containerd.endpoint(), "--interval", "300s", "--resync-interval", "600s",
+       "--api-socket", socket, "--metrics-address", "off", "--no-flows"},
       "", log, /*with_stderr=*/true);
   auto read_log = [&log] {
     std::ifstream in(log);
@@ -240,7 +211,8 @@ TEST_F(CniConfDirTest, ServeWatchesTheRuntimesDirectory) {
   auto wait_for = [&](const std::function<bool(const pb::Report&)>& done) {
     for (int i = 0; i < 200; ++i) {
       if (fs::exists(socket)) {
-        auto report = ParseReport(Doctor({"report", "--api-socket", socket, "-o", "json"}).out);
+        auto report = test::ParseReportJson(
+            test::RunDoctor({"report", "--api-socket", socket, "-o", "json"}).out);
         if (report && report->origin().source() == "daemon" && done(*report)) return report;
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -294,15 +266,16 @@ TEST_F(CniConfDirTest, UnknowableDirectoryIsNotJudged) {
   EXPECT_EQ(exit_code, healthy_exit);
 
   // The text report carries the info line.
-  const lab::CommandOutput text = Doctor({"report", "--local", "--lab-prefix", options.prefix,
-                                          "--cni-conf-dir", "auto", "--color", "never"});
+  const lab::CommandOutput text =
+      test::RunDoctor({"report", "--local", "--lab-prefix", options.prefix, "--cni-conf-dir",
+                       "auto", "--color", "never"});
   EXPECT_NE(text.out.find("CNI chain not judged: "), std::string::npos) << text.out;
   EXPECT_EQ(text.exit_code, healthy_exit);
 
   // Given explicitly, the same missing directory is the runtime's word: no CNI config at all.
   const pb::Report given = Report({"--lab-prefix", options.prefix});
   ASSERT_EQ(CniFindings(given).size(), 1u) << Dump(given);
-  EXPECT_TRUE(Mentions(*CniFindings(given)[0], "does not exist")) << Dump(given);
+  EXPECT_TRUE(test::EvidenceMentions(*CniFindings(given)[0], "does not exist")) << Dump(given);
 }
 
 }  // namespace
