@@ -12,6 +12,13 @@ namespace {
 constexpr size_t kMaxEventLine = 16u << 20;
 constexpr size_t kMaxListPage = 256u << 20;
 
+bool ClearFailure(KubeResourceStatus& status) {
+  const bool changed = status.reason != KubeApiReason::kNone;
+  status.reason = KubeApiReason::kNone;
+  status.message.clear();
+  return changed;
+}
+
 KubeApiReason ReasonOfStatus(int http_status) {
   switch (http_status) {
     case 401:
@@ -313,6 +320,8 @@ KubeApiSource::Attempt KubeApiSource::Watch(KubeHttp& http, Collection& collecti
                              ApplyEvent(collection, collection.line, attempt);
           collection.line.clear();
           if (!go_on) return false;
+          // The stream answers again: a failure recorded before (hung, throttled) is over.
+          if (lines == 1) Update(collection, ClearFailure);
         }
         collection.line.append(data);
         if (collection.line.size() > kMaxEventLine) {
@@ -362,10 +371,7 @@ void KubeApiSource::Run(Collection& collection) {
         failures = 0;
         Update(collection, [](KubeResourceStatus& s) {
           ++s.reconnects;
-          const bool changed = s.reason != KubeApiReason::kNone;
-          s.reason = KubeApiReason::kNone;
-          s.message.clear();
-          return changed;
+          return ClearFailure(s);
         });
         continue;
       case Outcome::kExpired:

@@ -1,0 +1,306 @@
+// The Kubernetes API source (sources/kube) against kube-api-sim over HTTPS: list + watch of this
+// node's pods, the namespaces and the node; paging; relist after 410; bookmarks; 429 with
+// Retry-After; the degraded modes (no token, 401, 403, down, hung, garbage) and their recovery;
+// token rotation; and that nothing but GET was ever sent. No root needed.
+#include "sources/kube/kube_api_source.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <fstream>
+#include <functional>
+#include <thread>
+
+#include "integration/tls_test_pki.h"
+#include "kube_api/kube_api_server.h"
+
+namespace ad::kube {
+namespace {
+
+using kube_sim::KubeApiServer;
+using kube_sim::Resource;
+using namespace std::chrono_literals;
+
+std::string PodJson(const std::string& ns, const std::string& name, const std::string& node,
+                    const std::string& extra_labels = "") {
+  return R"({"metadata":{"name":")" + name + R"(","namespace":")" + ns +
+         R"(","labels":{"app":"web")" + extra_labels + R"(}},"spec":{"nodeName":")" + node +
+         R"("},"status":{"phase":"Running","podIPs":[{"ip":"10.0.0.1"}]}})";
+}
+std::string NamespaceJson(const std::string& name, const std::string& mode = "") {
+  std::string labels =
+      mode.empty() ? "" : R"(,"labels":{"istio.io/dataplane-mode":")" + mode + "\"}";
+  return R"({"metadata":{"name":")" + name + "\"" + labels + "}}";
+}
+
+class KubeApiSourceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(pki_.ok()) << pki_.error();
+    token_file_ = pki_.Path("token");
+    WriteToken("token-1");
+    kube_sim::KubeApiServerOptions options;
+    options.cert_file = pki_.Path("server.crt");
+    options.key_file = pki_.Path("server.key");
+    options.token = "token-1";
+    options.bookmark_interval = 200ms;
+    std::string error;
+    server_ = KubeApiServer::Start(options, &error);
+    ASSERT_TRUE(server_) << error;
+    server_->Upsert(Resource::kNamespaces, NamespaceJson("shop", "ambient"));
+    server_->Upsert(Resource::kNamespaces, NamespaceJson("kube-system"));
+    server_->Upsert(
+        Resource::kNodes,
+        R"({"metadata":{"name":"node-a"},"spec":{"taints":[{"key":"cni.istio.io/not-ready","effect":"NoSchedule"}]}})");
+    server_->Upsert(Resource::kNodes, R"({"metadata":{"name":"node-b"}})");
+    server_->Upsert(Resource::kPods, PodJson("shop", "web-1", "node-a"));
+    server_->Upsert(Resource::kPods, PodJson("shop", "web-2", "node-b"));
+    server_->Upsert(Resource::kPods, PodJson("kube-system", "dns", "node-a"));
+  }
+  void TearDown() override {
+    if (source_) source_->Stop();
+    if (server_) {
+      for (const auto& request : server_->Requests()) {
+        EXPECT_EQ(request.method, "GET") << request.target;  // the source never writes
+      }
+    }
+  }
+
+  void WriteToken(const std::string& token) {
+    std::ofstream(token_file_ + ".tmp") << token << "\n";
+    std::filesystem::rename(token_file_ + ".tmp", token_file_);  // as the kubelet swaps it
+  }
+  KubeApiConfig Config() const {
+    KubeApiConfig config;
+    config.server = server_->url();
+    config.ca_file = pki_.Path("ca.crt");
+    config.token_file = token_file_;
+    config.node_name = "node-a";
+    return config;
+  }
+  static KubeApiSourceOptions FastOptions() {
+    KubeApiSourceOptions options;
+    options.list_limits.total = 5s;
+    options.list_limits.idle = 1s;
+    options.watch_idle = 1500ms;
+    options.watch_timeout_min = 30s;
+    options.watch_timeout_max = 31s;
+    options.backoff_initial = 50ms;
+    options.backoff_max = 300ms;
+    options.connect_timeout = 2s;
+    return options;
+  }
+  void StartSource(KubeApiSourceOptions options = FastOptions()) {
+    source_ = std::make_unique<KubeApiSource>(Config(), std::move(options));
+    source_->Start();
+  }
+  // Polls the snapshot until `done` holds (true) or 10 s pass (false).
+  bool WaitFor(const std::function<bool(const KubeSnapshot&)>& done,
+               std::chrono::milliseconds timeout = 10s) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+      last_ = source_->Snapshot();
+      if (done(last_)) return true;
+      std::this_thread::sleep_for(20ms);
+    }
+    return false;
+  }
+  static bool Healthy(const KubeSnapshot& s) { return s.status.healthy(); }
+  static const KubePod* FindPod(const KubeSnapshot& s, const std::string& name) {
+    for (const KubePod& pod : s.pods) {
+      if (pod.name == name) return &pod;
+    }
+    return nullptr;
+  }
+  std::string Describe() const {
+    return std::string(KubeApiReasonName(last_.status.reason)) + ": " + last_.status.message;
+  }
+
+  testing::TestPki pki_;
+  std::string token_file_;
+  std::unique_ptr<KubeApiServer> server_;
+  std::unique_ptr<KubeApiSource> source_;
+  KubeSnapshot last_;
+};
+
+TEST_F(KubeApiSourceTest, ListsThenFollowsTheWatch) {
+  StartSource();
+  ASSERT_TRUE(WaitFor(Healthy)) << Describe();
+  // Only this node's pods (filtered by the server), every namespace, this node.
+  ASSERT_EQ(last_.pods.size(), 2u);
+  EXPECT_EQ(last_.pods[0].name, "dns");
+  EXPECT_EQ(last_.pods[1].name, "web-1");
+  EXPECT_EQ(last_.pods[1].node_name, "node-a");
+  ASSERT_EQ(last_.namespaces.size(), 2u);
+  EXPECT_EQ(last_.namespaces[1].dataplane_mode, "ambient");
+  ASSERT_TRUE(last_.node);
+  ASSERT_EQ(last_.node->taints.size(), 1u);
+  EXPECT_EQ(last_.node->taints[0].key, kTaintCniNotReady);
+
+  // A label change, a new pod, a namespace relabel and a deletion arrive through the watch.
+  server_->Upsert(Resource::kPods,
+                  PodJson("shop", "web-1", "node-a", R"(,"istio.io/dataplane-mode":"none")"));
+  server_->Upsert(Resource::kPods, PodJson("shop", "web-3", "node-a"));
+  server_->Upsert(Resource::kPods, PodJson("shop", "web-4", "node-b"));
+  server_->Upsert(Resource::kNamespaces, NamespaceJson("kube-system", "ambient"));
+  server_->Delete(Resource::kPods, "kube-system", "dns");
+  server_->Upsert(Resource::kNodes, R"({"metadata":{"name":"node-a"}})");
+  ASSERT_TRUE(WaitFor([](const KubeSnapshot& s) {
+    const KubePod* web1 = FindPod(s, "web-1");
+    return s.pods.size() == 2 && web1 != nullptr && web1->dataplane_mode == "none" &&
+           FindPod(s, "web-3") != nullptr && s.namespaces[0].dataplane_mode == "ambient" &&
+           s.node && s.node->taints.empty();
+  })) << Describe();
+  EXPECT_EQ(last_.status.pods.lists, 1u);
+  EXPECT_GE(last_.status.pods.events, 3u);
+  // Every request is a GET with the node's field selector for pods.
+  bool pods_watched = false;
+  for (const auto& request : server_->Requests()) {
+    if (request.target.rfind("/api/v1/pods?", 0) == 0) {
+      EXPECT_NE(request.target.find("fieldSelector=spec.nodeName%3Dnode-a"), std::string::npos)
+          << request.target;
+      pods_watched |= request.target.find("watch=true") != std::string::npos &&
+                      request.target.find("allowWatchBookmarks=true") != std::string::npos;
+    }
+  }
+  EXPECT_TRUE(pods_watched);
+}
+
+TEST_F(KubeApiSourceTest, PagesTheInitialList) {
+  for (int i = 0; i < 7; ++i) {
+    server_->Upsert(Resource::kPods, PodJson("shop", "p" + std::to_string(i), "node-a"));
+  }
+  KubeApiSourceOptions options = FastOptions();
+  options.page_limit = 3;
+  StartSource(options);
+  ASSERT_TRUE(WaitFor(Healthy)) << Describe();
+  EXPECT_EQ(last_.pods.size(), 9u);
+  int pages = 0;
+  for (const auto& request : server_->Requests()) {
+    if (request.target.rfind("/api/v1/pods?limit=3", 0) == 0) ++pages;
+  }
+  EXPECT_EQ(pages, 3);  // 9 pods, 3 per page
+  EXPECT_EQ(last_.status.pods.lists, 1u);
+}
+
+TEST_F(KubeApiSourceTest, RelistsAfterTheVersionExpired) {
+  StartSource();
+  ASSERT_TRUE(WaitFor(Healthy)) << Describe();
+  // While the watch is down, history is compacted away: the re-watch gets ERROR 410 and the
+  // source lists again, seeing what changed meanwhile.
+  server_->SetHang(true);
+  server_->DropWatches();
+  server_->Upsert(Resource::kPods, PodJson("shop", "late", "node-a"));
+  server_->Compact();
+  server_->SetHang(false);
+  ASSERT_TRUE(WaitFor([](const KubeSnapshot& s) {
+    return s.status.pods.relists >= 1 && FindPod(s, "late") != nullptr && s.status.healthy();
+  })) << Describe();
+  EXPECT_GE(last_.status.pods.lists, 2u);
+}
+
+TEST_F(KubeApiSourceTest, BookmarksAdvanceTheVersionWithoutAChange) {
+  StartSource();
+  ASSERT_TRUE(WaitFor(Healthy)) << Describe();
+  const uint64_t generation = source_->generation();
+  ASSERT_TRUE(WaitFor([](const KubeSnapshot& s) { return s.status.pods.bookmarks >= 2; }));
+  EXPECT_EQ(source_->generation(), generation);  // a quiet cluster does not wake the engine
+}
+
+TEST_F(KubeApiSourceTest, HonoursRetryAfterOn429) {
+  server_->Throttle(1, 1);
+  const auto start = std::chrono::steady_clock::now();
+  StartSource();
+  ASSERT_TRUE(WaitFor(Healthy)) << Describe();
+  EXPECT_GE(std::chrono::steady_clock::now() - start, 900ms);
+  int throttled = 0;
+  for (const auto& request : server_->Requests()) throttled += request.status == 429;
+  EXPECT_EQ(throttled, 1);
+}
+
+TEST_F(KubeApiSourceTest, UnauthorizedThenTokenRotation) {
+  server_->SetToken("token-2");  // the server already wants the rotated token
+  StartSource();
+  ASSERT_TRUE(WaitFor([](const KubeSnapshot& s) {
+    return s.status.reason == KubeApiReason::kUnauthorized;
+  })) << Describe();
+  EXPECT_FALSE(last_.status.healthy());
+  EXPECT_EQ(last_.status.message.find("token-"), std::string::npos);  // never the token
+  WriteToken("token-2");  // the kubelet rotates the file: read again on the next request
+  ASSERT_TRUE(WaitFor(Healthy)) << Describe();
+}
+
+TEST_F(KubeApiSourceTest, ForbiddenIsDegradedUntilRbacAllows) {
+  server_->SetForbidden(Resource::kPods, true);
+  StartSource();
+  ASSERT_TRUE(WaitFor([](const KubeSnapshot& s) {
+    return s.status.reason == KubeApiReason::kForbidden && s.status.namespaces.synced;
+  })) << Describe();
+  EXPECT_FALSE(last_.status.pods.synced);
+  EXPECT_NE(last_.status.message.find("cannot list resource \"pods\""), std::string::npos)
+      << last_.status.message;
+  server_->SetForbidden(Resource::kPods, false);
+  ASSERT_TRUE(WaitFor(Healthy)) << Describe();
+}
+
+TEST_F(KubeApiSourceTest, UnreachableServer) {
+  KubeApiConfig config = Config();
+  server_->Stop();
+  source_ = std::make_unique<KubeApiSource>(config, FastOptions());
+  source_->Start();
+  ASSERT_TRUE(WaitFor([](const KubeSnapshot& s) {
+    return s.status.reason == KubeApiReason::kUnreachable;
+  })) << Describe();
+  EXPECT_TRUE(last_.pods.empty());
+}
+
+TEST_F(KubeApiSourceTest, HungServerThenRecovery) {
+  server_->SetHang(true);
+  StartSource();
+  ASSERT_TRUE(WaitFor([](const KubeSnapshot& s) {
+    return s.status.reason == KubeApiReason::kHung;
+  })) << Describe();
+  server_->SetHang(false);
+  ASSERT_TRUE(WaitFor(Healthy)) << Describe();
+  // A watch that goes silent (no events, no bookmarks) is hung too, and the source degrades
+  // while keeping its last data.
+  server_->SetStallWatches(true);
+  ASSERT_TRUE(WaitFor([](const KubeSnapshot& s) {
+    return s.status.reason == KubeApiReason::kHung;
+  })) << Describe();
+  EXPECT_EQ(last_.pods.size(), 2u);
+  server_->SetStallWatches(false);
+  ASSERT_TRUE(WaitFor(Healthy)) << Describe();
+}
+
+TEST_F(KubeApiSourceTest, GarbageAnswers) {
+  server_->SetGarbage(true);
+  StartSource();
+  ASSERT_TRUE(WaitFor([](const KubeSnapshot& s) {
+    return s.status.reason == KubeApiReason::kGarbage;
+  })) << Describe();
+  server_->SetGarbage(false);
+  ASSERT_TRUE(WaitFor(Healthy)) << Describe();
+}
+
+TEST_F(KubeApiSourceTest, NoCredentials) {
+  auto source = MakeKubeSource(InClusterConfig(
+      [](const char*) -> std::optional<std::string> { return std::nullopt; }, "/nonexistent", ""));
+  source->Start();
+  const KubeSnapshot snapshot = source->Snapshot();
+  EXPECT_TRUE(snapshot.status.enabled);
+  EXPECT_EQ(snapshot.status.reason, KubeApiReason::kNoCredentials);
+  EXPECT_FALSE(snapshot.status.healthy());
+  source->Stop();
+}
+
+TEST_F(KubeApiSourceTest, StopsPromptlyDuringAWatch) {
+  StartSource();
+  ASSERT_TRUE(WaitFor(Healthy)) << Describe();
+  const auto start = std::chrono::steady_clock::now();
+  source_->Stop();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 3s);
+}
+
+}  // namespace
+}  // namespace ad::kube
