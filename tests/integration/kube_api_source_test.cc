@@ -304,3 +304,144 @@ TEST_F(KubeApiSourceTest, StopsPromptlyDuringAWatch) {
 
 }  // namespace
 }  // namespace ad::kube
+
+namespace ad::kube {
+namespace {
+
+// kube-api-sim's wire behaviour itself, through the source's HTTP client: what a test relies on
+// must be what the apiserver sends.
+class KubeApiSimWireTest : public KubeApiSourceTest {
+ protected:
+  struct Answer {
+    HttpOutcome outcome;
+    std::string body;
+  };
+  Answer Get(const std::string& target, KubeApiConfig config) {
+    std::atomic<bool> stop{false};
+    KubeHttp http(std::move(config), &stop);
+    Answer answer;
+    HttpLimits limits;
+    limits.total = 5s;
+    limits.idle = 2s;
+    answer.outcome = http.Get(
+        target,
+        [&](std::string_view data) {
+          answer.body.append(data);
+          return true;
+        },
+        limits);
+    if (answer.body.empty()) answer.body = answer.outcome.error_body;
+    return answer;
+  }
+  Answer Get(const std::string& target) { return Get(target, Config()); }
+};
+
+TEST_F(KubeApiSimWireTest, StatusBodies) {
+  KubeApiConfig wrong = Config();
+  wrong.token_file.clear();
+  wrong.token = "wrong";
+  Answer unauthorized = Get("/api/v1/pods", wrong);
+  EXPECT_EQ(unauthorized.outcome.http_status, 401);
+  EXPECT_EQ(unauthorized.body,
+            R"({"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",)"
+            R"("message":"Unauthorized","reason":"Unauthorized","code":401})");
+
+  server_->SetForbidden(Resource::kNamespaces, true);
+  Answer forbidden = Get("/api/v1/namespaces?watch=1");
+  EXPECT_EQ(forbidden.outcome.http_status, 403);
+  std::string error;
+  auto status = DecodeStatus(forbidden.body, &error);
+  ASSERT_TRUE(status) << error;
+  EXPECT_EQ(status->reason, "Forbidden");
+  EXPECT_NE(status->message.find("cannot watch resource \"namespaces\""), std::string::npos);
+
+  server_->Throttle(1, 7);
+  Answer throttled = Get("/api/v1/pods");
+  EXPECT_EQ(throttled.outcome.http_status, 429);
+  EXPECT_EQ(throttled.outcome.retry_after_seconds, 7);
+  status = DecodeStatus(throttled.body, &error);
+  ASSERT_TRUE(status) << error;
+  EXPECT_EQ(status->retry_after_seconds, 7);
+
+  Answer watch_list =
+      Get("/api/v1/pods?watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan"
+          "&allowWatchBookmarks=true&resourceVersion=");
+  EXPECT_EQ(watch_list.outcome.http_status, 422);  // as a server without WatchList
+
+  EXPECT_EQ(Get("/api/v1/nodes/node-z").outcome.http_status, 404);
+  EXPECT_EQ(Get("/api/v1/pods?fieldSelector=spec.schedulerName%3Dx").outcome.http_status, 400);
+  EXPECT_EQ(Get("/api/v1/nodes/node-a").outcome.http_status, 200);
+}
+
+TEST_F(KubeApiSimWireTest, PagingAndExpiredContinue) {
+  Answer first = Get("/api/v1/namespaces?limit=1&resourceVersion=0");
+  std::string error;
+  auto page = DecodeList(first.body, KubeKind::kNamespace, &error);
+  ASSERT_TRUE(page) << error;
+  ASSERT_EQ(page->items.size(), 1u);
+  ASSERT_FALSE(page->continue_token.empty());
+  EXPECT_NE(first.body.find("\"remainingItemCount\":1"), std::string::npos);  // no selector
+  server_->Upsert(Resource::kNamespaces, NamespaceJson("zzz"));
+  Answer second = Get("/api/v1/namespaces?limit=1&continue=" + QueryEscape(page->continue_token));
+  auto next = DecodeList(second.body, KubeKind::kNamespace, &error);
+  ASSERT_TRUE(next) << error;
+  EXPECT_EQ(next->resource_version, page->resource_version);  // one version across pages
+  server_->Compact();
+  Answer expired = Get("/api/v1/namespaces?limit=1&continue=" + QueryEscape(page->continue_token));
+  EXPECT_EQ(expired.outcome.http_status, 410);
+  auto status = DecodeStatus(expired.body, &error);
+  ASSERT_TRUE(status) << error;
+  EXPECT_EQ(status->reason, "Expired");
+}
+
+TEST_F(KubeApiSimWireTest, WatchLinesAndExpiry) {
+  const std::string rv = server_->ResourceVersion();
+  server_->Upsert(Resource::kPods, PodJson("shop", "web-9", "node-a"));
+  server_->Delete(Resource::kPods, "shop", "web-9");
+  // A watch from `rv` replays both changes, then ends at timeoutSeconds.
+  Answer watch = Get("/api/v1/pods?watch=true&timeoutSeconds=1&resourceVersion=" + rv +
+                     "&fieldSelector=spec.nodeName%3Dnode-a");
+  ASSERT_EQ(watch.outcome.http_status, 200);
+  std::vector<WatchEventType> types;
+  std::string error;
+  for (size_t at = 0, end; (end = watch.body.find('\n', at)) != std::string::npos; at = end + 1) {
+    auto event = DecodeWatchEvent(watch.body.substr(at, end - at), KubeKind::kPod, &error);
+    ASSERT_TRUE(event) << error;
+    types.push_back(event->type);
+  }
+  EXPECT_EQ(types, (std::vector<WatchEventType>{WatchEventType::kAdded, WatchEventType::kDeleted}));
+  server_->Compact();
+  Answer expired = Get("/api/v1/pods?watch=true&resourceVersion=" + rv);
+  ASSERT_EQ(expired.outcome.http_status, 200);  // the error travels as an event
+  auto event = DecodeWatchEvent(expired.body, KubeKind::kPod, &error);
+  ASSERT_TRUE(event) << error;
+  EXPECT_EQ(event->type, WatchEventType::kError);
+  EXPECT_EQ(event->status.code, 410);
+  EXPECT_NE(event->status.message.find("too old resource version"), std::string::npos);
+}
+
+TEST_F(KubeApiSimWireTest, SourceFromAKubeconfig) {
+  pki_.Write("kubeconfig",
+             "apiVersion: v1\nclusters:\n- cluster:\n    certificate-authority: ca.crt\n"
+             "    server: " +
+                 server_->url() +
+                 "\n  name: sim\ncontexts:\n- context:\n"
+                 "    cluster: sim\n    user: agent\n  name: sim\ncurrent-context: sim\n"
+                 "users:\n- name: agent\n  user:\n    tokenFile: token\n");
+  KubeConfigResult config = KubeconfigFileConfig(
+      pki_.Path("kubeconfig"), [](const char*) { return std::optional<std::string>(); }, "node-a");
+  ASSERT_TRUE(config.config) << config.message;
+  auto source = MakeKubeSource(std::move(config), FastOptions());
+  source->Start();
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (!source->Snapshot().status.healthy() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(20ms);
+  }
+  const KubeSnapshot snapshot = source->Snapshot();
+  source->Stop();
+  EXPECT_TRUE(snapshot.status.healthy()) << snapshot.status.message;
+  EXPECT_EQ(snapshot.pods.size(), 2u);
+}
+
+}  // namespace
+}  // namespace ad::kube
