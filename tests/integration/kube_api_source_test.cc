@@ -43,6 +43,7 @@ class KubeApiSourceTest : public ::testing::Test {
     options.cert_file = pki_.Path("server.crt");
     options.key_file = pki_.Path("server.key");
     options.token = "token-1";
+    options.client_ca_file = pki_.Path("ca.crt");
     options.bookmark_interval = 200ms;
     std::string error;
     server_ = KubeApiServer::Start(options, &error);
@@ -441,6 +442,55 @@ TEST_F(KubeApiSimWireTest, SourceFromAKubeconfig) {
   source->Stop();
   EXPECT_TRUE(snapshot.status.healthy()) << snapshot.status.message;
   EXPECT_EQ(snapshot.pods.size(), 2u);
+}
+
+TEST_F(KubeApiSimWireTest, ClientCertificateFromAKubeconfig) {
+  pki_.Write(
+      "kubeconfig-x509",
+      "clusters:\n- cluster:\n    certificate-authority: ca.crt\n    server: " + server_->url() +
+          "\n  name: sim\ncontexts:\n- context:\n    cluster: sim\n    user: node\n"
+          "  name: sim\ncurrent-context: sim\nusers:\n- name: node\n  user:\n"
+          "    client-certificate: client.crt\n    client-key: client.key\n");
+  KubeConfigResult config = KubeconfigFileConfig(
+      pki_.Path("kubeconfig-x509"), [](const char*) { return std::optional<std::string>(); },
+      "node-a");
+  ASSERT_TRUE(config.config) << config.message;
+  EXPECT_EQ(Get("/api/v1/nodes/node-a", *config.config).outcome.http_status, 200);
+  // A certificate from another CA does not authenticate.
+  config.config->client_cert_file = pki_.Path("other-client.crt");
+  config.config->client_key_file = pki_.Path("other-client.key");
+  const int status = Get("/api/v1/nodes/node-a", *config.config).outcome.http_status;
+  EXPECT_TRUE(status == 401 || status == 0) << status;  // refused in the handshake or by the API
+}
+
+TEST_F(KubeApiSimWireTest, WatchListWhenEnabled) {
+  kube_sim::KubeApiServerOptions options;
+  options.cert_file = pki_.Path("server.crt");
+  options.key_file = pki_.Path("server.key");
+  options.token = "token-1";
+  options.watch_list = true;
+  std::string error;
+  auto server = KubeApiServer::Start(options, &error);
+  ASSERT_TRUE(server) << error;
+  server->Upsert(Resource::kNamespaces, NamespaceJson("a"));
+  server->Upsert(Resource::kNamespaces, NamespaceJson("b"));
+  KubeApiConfig config = Config();
+  config.server = server->url();
+  Answer answer =
+      Get("/api/v1/namespaces?watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan"
+          "&allowWatchBookmarks=true&timeoutSeconds=1",
+          config);
+  ASSERT_EQ(answer.outcome.http_status, 200);
+  std::vector<std::string> lines;
+  for (size_t at = 0, end; (end = answer.body.find('\n', at)) != std::string::npos; at = end + 1) {
+    lines.push_back(answer.body.substr(at, end - at));
+  }
+  ASSERT_EQ(lines.size(), 3u) << answer.body;
+  auto end = DecodeWatchEvent(lines[2], KubeKind::kNamespace, &error);
+  ASSERT_TRUE(end) << error;
+  EXPECT_EQ(end->type, WatchEventType::kBookmark);
+  EXPECT_TRUE(end->initial_events_end);
+  for (const auto& request : server->Requests()) EXPECT_EQ(request.method, "GET");
 }
 
 }  // namespace

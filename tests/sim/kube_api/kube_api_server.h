@@ -26,6 +26,8 @@ struct KubeApiServerOptions {
   std::string cert_file;  // server certificate chain (PEM)
   std::string key_file;   // its key (PEM)
   std::string token;      // the one bearer token accepted (SetToken changes it)
+  // When set, a client certificate signed by this CA authenticates too (x509 client auth).
+  std::string client_ca_file;
   std::string host = "127.0.0.1";
   uint16_t port = 0;  // 0: any free port
   // How often an idle watch with allowWatchBookmarks gets a BOOKMARK (the apiserver: ~60 s).
