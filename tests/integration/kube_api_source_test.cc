@@ -300,7 +300,7 @@ TEST_F(KubeApiSourceTest, StopsPromptlyDuringAWatch) {
   ASSERT_TRUE(WaitFor(Healthy)) << Describe();
   const auto start = std::chrono::steady_clock::now();
   source_->Stop();
-  EXPECT_LT(std::chrono::steady_clock::now() - start, 3s);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 1s);  // interrupted, not polled
 }
 
 }  // namespace

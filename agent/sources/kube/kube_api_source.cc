@@ -43,6 +43,7 @@ struct KubeApiSource::Collection {
   KubeResourceStatus KubeApiStatus::*status;
   std::string resource_version;  // where the next watch starts
   std::string line;              // a watch line not yet complete
+  KubeHttp* http = nullptr;      // its client while the thread runs (under mu_), for Stop
 };
 
 KubeApiSource::KubeApiSource(KubeApiConfig config, KubeApiSourceOptions options)
@@ -53,7 +54,7 @@ KubeApiSource::KubeApiSource(KubeApiConfig config, KubeApiSourceOptions options)
   auto add = [&](KubeKind kind, std::string path, std::string selector,
                  KubeResourceStatus KubeApiStatus::*status) {
     collections_.push_back(std::make_unique<Collection>(
-        Collection{kind, std::move(path), std::move(selector), status, "", ""}));
+        Collection{kind, std::move(path), std::move(selector), status, "", "", nullptr}));
   };
   add(KubeKind::kPod, "/api/v1/pods", "spec.nodeName=" + config_.node_name, &KubeApiStatus::pods);
   add(KubeKind::kNamespace, "/api/v1/namespaces", "", &KubeApiStatus::namespaces);
@@ -73,6 +74,9 @@ void KubeApiSource::Stop() {
   {
     std::lock_guard lock(mu_);
     stop_ = true;
+    for (auto& collection : collections_) {
+      if (collection->http != nullptr) collection->http->Interrupt();
+    }
   }
   wake_.notify_all();
   for (std::thread& thread : threads_) thread.join();
@@ -353,6 +357,19 @@ KubeApiSource::Attempt KubeApiSource::Watch(KubeHttp& http, Collection& collecti
 
 void KubeApiSource::Run(Collection& collection) {
   KubeHttp http(config_, &stop_);
+  {
+    std::lock_guard lock(mu_);
+    collection.http = &http;
+  }
+  // Unpublished before `http` is destroyed, so Stop never interrupts a dead client.
+  struct Unpublish {
+    KubeApiSource* source;
+    Collection* collection;
+    ~Unpublish() {
+      std::lock_guard lock(source->mu_);
+      collection->http = nullptr;
+    }
+  } unpublish{this, &collection};
   static thread_local std::mt19937 random{std::random_device{}()};
   bool need_list = true;
   std::string list_rv = "0";  // the first list may come from the watch cache

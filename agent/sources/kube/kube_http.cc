@@ -54,29 +54,69 @@ struct KubeHttp::Transfer {
     static_cast<Transfer*>(user)->last_byte = Clock::now();
     return size * count;
   }
-  // Called about once a second even when nothing arrives: the stop flag and the idle deadline.
-  static int OnProgress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
-    auto* t = static_cast<Transfer*>(user);
-    if (t->stop != nullptr && t->stop->load()) {
-      t->outcome->stopped = true;
-      return 1;
-    }
-    if (t->idle.count() > 0 && Clock::now() - t->last_byte > t->idle) {
-      t->idle_expired = true;
-      return 1;
-    }
-    return 0;
-  }
 };
 
 KubeHttp::KubeHttp(KubeApiConfig config, const std::atomic<bool>* stop)
     : config_(std::move(config)), stop_(stop) {
   GlobalInit();
   curl_ = curl_easy_init();
+  multi_ = curl_multi_init();
 }
 
 KubeHttp::~KubeHttp() {
   if (curl_ != nullptr) curl_easy_cleanup(static_cast<CURL*>(curl_));
+  if (multi_ != nullptr) curl_multi_cleanup(static_cast<CURLM*>(multi_));
+}
+
+void KubeHttp::Interrupt() {
+  if (multi_ != nullptr) curl_multi_wakeup(static_cast<CURLM*>(multi_));
+}
+
+// Runs the transfer on the multi handle: the thread sleeps in poll until data, one of curl's own
+// timers, the idle deadline or Interrupt() (no periodic wake-up, so an idle watch costs nothing
+// between the server's bookmarks). Returns curl's result for the transfer.
+int KubeHttp::Perform(Transfer& transfer) {
+  CURL* curl = static_cast<CURL*>(curl_);
+  CURLM* multi = static_cast<CURLM*>(multi_);
+  curl_multi_add_handle(multi, curl);
+  int running = 1;
+  CURLcode result = CURLE_OK;
+  while (running > 0) {
+    if (curl_multi_perform(multi, &running) != CURLM_OK) {
+      result = CURLE_FAILED_INIT;
+      break;
+    }
+    if (running == 0) break;
+    if (stop_ != nullptr && stop_->load()) {
+      transfer.outcome->stopped = true;
+      result = CURLE_ABORTED_BY_CALLBACK;
+      break;
+    }
+    const auto quiet = Clock::now() - transfer.last_byte;
+    if (transfer.idle.count() > 0 && quiet >= transfer.idle) {
+      transfer.idle_expired = true;
+      result = CURLE_ABORTED_BY_CALLBACK;
+      break;
+    }
+    long wait_ms = transfer.idle.count() > 0
+                       ? static_cast<long>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                               transfer.idle - quiet)
+                                               .count()) +
+                             1
+                       : 3600000L;
+    long curl_ms = -1;
+    curl_multi_timeout(multi, &curl_ms);
+    if (curl_ms >= 0) wait_ms = std::min(wait_ms, curl_ms);
+    curl_multi_poll(multi, nullptr, 0, static_cast<int>(wait_ms), nullptr);
+  }
+  int left = 0;
+  while (CURLMsg* message = curl_multi_info_read(multi, &left)) {
+    if (message->msg == CURLMSG_DONE && message->easy_handle == curl) {
+      result = message->data.result;
+    }
+  }
+  curl_multi_remove_handle(multi, curl);
+  return static_cast<int>(result);
 }
 
 HttpOutcome KubeHttp::Get(const std::string& path_and_query,
@@ -84,7 +124,7 @@ HttpOutcome KubeHttp::Get(const std::string& path_and_query,
                           const HttpLimits& limits) {
   HttpOutcome outcome;
   CURL* curl = static_cast<CURL*>(curl_);
-  if (curl == nullptr) {
+  if (curl == nullptr || multi_ == nullptr) {
     outcome.transport = KubeApiReason::kUnreachable;
     outcome.error = "curl_easy_init failed";
     return outcome;
@@ -130,11 +170,8 @@ HttpOutcome KubeHttp::Get(const std::string& path_and_query,
   curl_easy_setopt(curl, CURLOPT_WRITEDATA, &transfer);
   curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, &Transfer::OnHeader);
   curl_easy_setopt(curl, CURLOPT_HEADERDATA, &transfer);
-  curl_easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
-  curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, &Transfer::OnProgress);
-  curl_easy_setopt(curl, CURLOPT_XFERINFODATA, &transfer);
   curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, error);
-  const CURLcode code = curl_easy_perform(curl);
+  const auto code = static_cast<CURLcode>(Perform(transfer));
   curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, nullptr);
   curl_easy_setopt(curl, CURLOPT_HTTPHEADER, nullptr);
   curl_slist_free_all(headers);  // holds the token: freed at once

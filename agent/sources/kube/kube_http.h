@@ -38,7 +38,7 @@ struct HttpOutcome {
 
 class KubeHttp {
  public:
-  // `stop` ends any transfer in progress within about a second when it becomes true.
+  // `stop` ends any transfer in progress when it becomes true and Interrupt() is called.
   KubeHttp(KubeApiConfig config, const std::atomic<bool>* stop);
   ~KubeHttp();
   KubeHttp(const KubeHttp&) = delete;
@@ -50,13 +50,17 @@ class KubeHttp {
                   const std::function<bool(std::string_view)>& on_body, const HttpLimits& limits);
 
   const KubeApiConfig& config() const { return config_; }
+  // Wakes a Get() in progress so it sees the stop flag; thread-safe.
+  void Interrupt();
 
  private:
   struct Transfer;
   KubeApiConfig config_;
   const std::atomic<bool>* stop_;
-  std::string last_token_;  // kept when a rotated token file is briefly unreadable
-  void* curl_ = nullptr;    // CURL*, reused so connections are kept alive between requests
+  std::string last_token_;          // kept when a rotated token file is briefly unreadable
+  int Perform(Transfer& transfer);  // a CURLcode
+  void* curl_ = nullptr;            // CURL*, reused so connections are kept alive between requests
+  void* multi_ = nullptr;           // CURLM*, driving it (and holding the connection cache)
 };
 
 // Percent-encodes a query parameter value (RFC 3986 unreserved characters stay).
