@@ -295,6 +295,17 @@ TEST_F(KubeApiSourceTest, NoCredentials) {
   source->Stop();
 }
 
+TEST(FixedKubeSourceTest, SetBumpsTheGeneration) {
+  FixedKubeSource source;
+  KubeSnapshot snapshot;
+  snapshot.status.enabled = true;
+  snapshot.pods.push_back(KubePod{.name = "a"});
+  source.Set(snapshot);
+  source.Set(snapshot);
+  EXPECT_EQ(source.generation(), 2u);
+  EXPECT_EQ(source.Snapshot().pods.at(0).name, "a");
+}
+
 TEST_F(KubeApiSourceTest, StopsPromptlyDuringAWatch) {
   StartSource();
   ASSERT_TRUE(WaitFor(Healthy)) << Describe();

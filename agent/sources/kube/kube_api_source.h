@@ -124,6 +124,31 @@ class UnavailableKubeSource : public KubeStateSource {
   KubeSnapshot snapshot_;
 };
 
+// A source whose snapshot the caller sets (engine and daemon tests, replaying a recorded view):
+// Set() bumps the generation like a change from the API would.
+class FixedKubeSource : public KubeStateSource {
+ public:
+  void Start() override {}
+  void Stop() override {}
+  KubeSnapshot Snapshot() const override {
+    std::lock_guard lock(mu_);
+    return snapshot_;
+  }
+  uint64_t generation() const override {
+    std::lock_guard lock(mu_);
+    return snapshot_.generation;
+  }
+  void Set(KubeSnapshot snapshot) {
+    std::lock_guard lock(mu_);
+    snapshot.generation = snapshot_.generation + 1;
+    snapshot_ = std::move(snapshot);
+  }
+
+ private:
+  mutable std::mutex mu_;
+  KubeSnapshot snapshot_;
+};
+
 // The source for a configuration attempt: the API when there is a configuration, otherwise an
 // unavailable source saying why.
 std::unique_ptr<KubeStateSource> MakeKubeSource(KubeConfigResult config,
