@@ -82,8 +82,8 @@ class KubeApiSourceTest : public ::testing::Test {
   static KubeApiSourceOptions FastOptions() {
     KubeApiSourceOptions options;
     options.list_limits.total = 5s;
-    options.list_limits.idle = 1s;
-    options.watch_idle = 1500ms;
+    options.list_limits.idle = 2s;
+    options.watch_idle = 3s;
     options.watch_timeout_min = 30s;
     options.watch_timeout_max = 31s;
     options.backoff_initial = 50ms;
