@@ -1,5 +1,5 @@
 // Fuzz target: the Kubernetes API decoders (sources/kube/kube_decode.h). The first byte picks the
-// watched kind; the rest is read as one watch-event line, as a list page and as a Status body.
+// watched kind; the rest is read as one watch-event line, a list page, a Status body and an object.
 // Malformed input must give an error text, never a crash; what decodes must be consistent.
 #include <cstddef>
 #include <cstdint>
@@ -29,6 +29,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   error.clear();
   auto status = ad::kube::DecodeStatus(text, &error);
   if (!status && error.empty()) std::abort();
+  error.clear();
+  auto object = ad::kube::DecodeObject(text, kind, &error);
+  if (!object && error.empty()) std::abort();
   (void)ad::kube::ParseRfc3339(text);
   return 0;
 }

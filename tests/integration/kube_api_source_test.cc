@@ -295,6 +295,17 @@ TEST_F(KubeApiSourceTest, NoCredentials) {
   source->Stop();
 }
 
+TEST_F(KubeApiSourceTest, FetchesOnePodOnAnyNode) {
+  PodLookup elsewhere = FetchPod(Config(), "shop", "web-2");
+  ASSERT_TRUE(elsewhere.pod) << elsewhere.message;
+  EXPECT_EQ(elsewhere.pod->node_name, "node-b");
+  EXPECT_TRUE(FetchPod(Config(), "shop", "nope").not_found);
+  server_->SetForbidden(Resource::kPods, true);
+  PodLookup forbidden = FetchPod(Config(), "shop", "web-2");
+  EXPECT_EQ(forbidden.reason, KubeApiReason::kForbidden);
+  EXPECT_FALSE(forbidden.pod);
+}
+
 TEST(FixedKubeSourceTest, SetBumpsTheGeneration) {
   FixedKubeSource source;
   KubeSnapshot snapshot;

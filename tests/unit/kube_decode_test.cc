@@ -149,6 +149,15 @@ TEST(KubeDecodeTest, GarbageIsAnErrorNeverACrash) {
   EXPECT_FALSE(DecodeList(std::string(100, '['), KubeKind::kPod, &error));
 }
 
+TEST(KubeDecodeTest, OneObject) {
+  std::string error;
+  auto object = DecodeObject(kPod, KubeKind::kPod, &error);
+  ASSERT_TRUE(object) << error;
+  EXPECT_EQ(object->pod.node_name, "node-a");
+  EXPECT_FALSE(DecodeObject(R"({"kind":"Status","code":404})", KubeKind::kPod, &error));
+  EXPECT_FALSE(DecodeObject("[]", KubeKind::kPod, &error));
+}
+
 TEST(KubeDecodeTest, Rfc3339) {
   EXPECT_EQ(ParseRfc3339("1970-01-01T00:00:00Z"), 0);
   EXPECT_EQ(ParseRfc3339("1970-01-01T01:00:00.123456Z"), 3600);

@@ -423,6 +423,47 @@ void KubeApiSource::Run(Collection& collection) {
   }
 }
 
+PodLookup FetchPod(const KubeApiConfig& config, const std::string& namespace_name,
+                   const std::string& name, const HttpLimits& limits) {
+  KubeHttp http(config, nullptr);
+  std::string body;
+  const std::string path =
+      "/api/v1/namespaces/" + QueryEscape(namespace_name) + "/pods/" + QueryEscape(name);
+  const HttpOutcome outcome = http.Get(
+      path,
+      [&](std::string_view data) {
+        body.append(data);
+        return body.size() <= (16u << 20);
+      },
+      limits);
+  PodLookup lookup;
+  if (outcome.transport != KubeApiReason::kNone) {
+    lookup.reason = outcome.transport;
+    lookup.message = outcome.error;
+    return lookup;
+  }
+  if (outcome.http_status == 404) {
+    lookup.not_found = true;
+    return lookup;
+  }
+  std::string error;
+  if (outcome.http_status != 200) {
+    lookup.reason = ReasonOfStatus(outcome.http_status);
+    const std::optional<KubeStatus> status = DecodeStatus(outcome.error_body, &error);
+    lookup.message = "GET " + path + ": HTTP " + std::to_string(outcome.http_status) +
+                     (status && !status->message.empty() ? ": " + status->message : "");
+    return lookup;
+  }
+  std::optional<KubeObject> object = DecodeObject(body, KubeKind::kPod, &error);
+  if (!object || outcome.stopped) {
+    lookup.reason = KubeApiReason::kGarbage;
+    lookup.message = "GET " + path + ": " + (outcome.stopped ? "over 16 MiB" : error);
+    return lookup;
+  }
+  lookup.pod = std::move(object->pod);
+  return lookup;
+}
+
 UnavailableKubeSource::UnavailableKubeSource(KubeApiReason reason, std::string message) {
   snapshot_.status.enabled = reason != KubeApiReason::kDisabled;
   snapshot_.status.reason = reason;

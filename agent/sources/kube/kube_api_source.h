@@ -149,6 +149,18 @@ class FixedKubeSource : public KubeStateSource {
   KubeSnapshot snapshot_;
 };
 
+// One pod by namespace and name, wherever it runs (GET /api/v1/namespaces/NS/pods/NAME): for
+// "which node is this pod on" when it is not on this one. `pod` is set when found; `not_found`
+// on 404; otherwise `reason` and `message` say why there is no answer.
+struct PodLookup {
+  std::optional<KubePod> pod;
+  bool not_found = false;
+  KubeApiReason reason = KubeApiReason::kNone;
+  std::string message;
+};
+PodLookup FetchPod(const KubeApiConfig& config, const std::string& namespace_name,
+                   const std::string& name, const HttpLimits& limits = {});
+
 // The source for a configuration attempt: the API when there is a configuration, otherwise an
 // unavailable source saying why.
 std::unique_ptr<KubeStateSource> MakeKubeSource(KubeConfigResult config,

@@ -311,6 +311,20 @@ std::optional<KubeStatus> DecodeStatus(std::string_view text, std::string* error
   return decoder.objects[0].status;
 }
 
+std::optional<KubeObject> DecodeObject(std::string_view text, KubeKind kind, std::string* error) {
+  Decoder decoder({""});
+  const JsonStatus status = ReadJson(text, decoder, kEventLimits);
+  if (!status.ok()) {
+    *error = status.error;
+    return std::nullopt;
+  }
+  if (decoder.objects.size() != 1 || decoder.objects[0].kind == "Status") {
+    *error = "not an object";
+    return std::nullopt;
+  }
+  return ToObject(std::move(decoder.objects[0]), kind);
+}
+
 std::optional<int64_t> ParseRfc3339(std::string_view text) {
   // YYYY-MM-DDTHH:MM:SS[.frac](Z|±HH:MM)
   auto digits = [&](size_t at, size_t n) -> int {

@@ -54,6 +54,8 @@ std::optional<KubeList> DecodeList(std::string_view text, KubeKind kind, std::st
 std::optional<WatchEvent> DecodeWatchEvent(std::string_view line, KubeKind kind,
                                            std::string* error);
 std::optional<KubeStatus> DecodeStatus(std::string_view text, std::string* error);
+// One object (the answer to a GET of it).
+std::optional<KubeObject> DecodeObject(std::string_view text, KubeKind kind, std::string* error);
 
 // An RFC 3339 time ("2026-12-03T20:21:04Z", fractions and offsets allowed) as seconds since the
 // epoch; nullopt when malformed.

@@ -328,7 +328,8 @@ struct KubeApiServer::State {
     std::lock_guard lock(mu);
     if (record < requests.size()) requests[record].status = code;  // ClearRequests may run
   }
-  std::optional<Resource> Route(const Request& request, std::string* get_name) const;
+  std::optional<Resource> Route(const Request& request, std::string* get_namespace,
+                                std::string* get_name) const;
   bool List(Connection& connection, size_t record, Resource resource, const Request& request,
             const Selector& selector);
   bool Watch(Connection& connection, size_t record, Resource resource, const Request& request,
@@ -368,7 +369,20 @@ bool KubeApiServer::State::Respond(Connection& connection, size_t record, int co
 }
 
 std::optional<Resource> KubeApiServer::State::Route(const Request& request,
+                                                    std::string* get_namespace,
                                                     std::string* get_name) const {
+  // GET of one pod: /api/v1/namespaces/NS/pods/NAME.
+  static constexpr std::string_view kNamespaced = "/api/v1/namespaces/";
+  if (request.path.compare(0, kNamespaced.size(), kNamespaced) == 0) {
+    const std::string rest = request.path.substr(kNamespaced.size());
+    const size_t pods = rest.find("/pods/");
+    if (pods != std::string::npos && pods > 0 && rest.find('/', pods + 6) == std::string::npos &&
+        rest.size() > pods + 6) {
+      *get_namespace = rest.substr(0, pods);
+      *get_name = rest.substr(pods + 6);
+      return Resource::kPods;
+    }
+  }
   static const std::pair<std::string_view, Resource> kCollections[] = {
       {"/api/v1/pods", Resource::kPods},
       {"/api/v1/namespaces", Resource::kNamespaces},
@@ -415,8 +429,8 @@ bool KubeApiServer::State::Handle(Connection& connection, const Request& request
                               "{\"retryAfterSeconds\":" + seconds + "}"),
                    "Retry-After: " + seconds + "\r\n");
   }
-  std::string get_name;
-  const std::optional<Resource> resource = Route(request, &get_name);
+  std::string get_namespace, get_name;
+  const std::optional<Resource> resource = Route(request, &get_namespace, &get_name);
   if (!resource) {
     lock.unlock();
     return Respond(connection, record, 404,
@@ -460,7 +474,7 @@ bool KubeApiServer::State::Handle(Connection& connection, const Request& request
   if (!get_name.empty()) {
     lock.lock();
     auto& collection = objects[static_cast<int>(*resource)];
-    auto it = collection.find("/" + get_name);
+    auto it = collection.find(get_namespace + "/" + get_name);
     if (it == collection.end()) {
       lock.unlock();
       return Respond(
