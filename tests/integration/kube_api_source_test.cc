@@ -198,6 +198,17 @@ TEST_F(KubeApiSourceTest, RelistsAfterTheVersionExpired) {
     return s.status.pods.relists >= 1 && FindPod(s, "late") != nullptr && s.status.healthy();
   })) << Describe();
   EXPECT_GE(last_.status.pods.lists, 2u);
+  // The relist asked at the watch's last version first; that expired too (HTTP 410), so it
+  // listed again at the newest version (resourceVersion="").
+  bool list_expired = false, fresh_list = false;
+  for (const auto& request : server_->Requests()) {
+    if (request.target.rfind("/api/v1/pods?limit=", 0) != 0) continue;
+    list_expired |= request.status == 410;
+    fresh_list |= list_expired && request.status == 200 &&
+                  request.target.find("resourceVersion=&") != std::string::npos;
+  }
+  EXPECT_TRUE(list_expired);
+  EXPECT_TRUE(fresh_list);
 }
 
 TEST_F(KubeApiSourceTest, BookmarksAdvanceTheVersionWithoutAChange) {
