@@ -284,8 +284,7 @@ constexpr std::array<FindingCodeInfo, kFindingCodeCount> kFindingCodes = {{
      "istio-cni enrolled a pod it must not capture: 1.27.0-1.30.3 enrol hostNetwork pods "
      "(istio#61168), node agents before 1.30 ignore EXCLUDE_NAMESPACES (istio#59471), or the "
      "opt-out came after enrollment and the removal did not run. Restart the pod so its CNI ADD "
-     "applies the current intent, and upgrade istio-cni for the hostNetwork case.",
-     "AmbientRedirectDrift", "docs/runbooks/AmbientRedirectDrift.md"},
+     "applies the current intent, and upgrade istio-cni for the hostNetwork case."},
     {kZtunnelNetnsStale, "ZTUNNEL_NETNS_STALE", Severity::kCritical,
      "ztunnel keeps state for the pod's UID and holds a netns that no live pod has, but not the "
      "pod's current sandbox netns: it serves the pod's previous netns (istio#61182, the check "

@@ -627,7 +627,7 @@ TEST(DesiredChecks, TheTableRowsOfTheNewCodes) {
         Want{FindingCode::kEnrollmentAnnotationStale, "ENROLLMENT_ANNOTATION_STALE",
              Severity::kCritical, "AmbientPodNotEnrolled"},
         Want{FindingCode::kPodEnrolledAgainstIntent, "POD_ENROLLED_AGAINST_INTENT",
-             Severity::kWarning, "AmbientRedirectDrift"},
+             Severity::kWarning, ""},
         Want{FindingCode::kZtunnelNetnsStale, "ZTUNNEL_NETNS_STALE", Severity::kCritical,
              "AmbientZtunnelNetnsStale"}}) {
     const FindingCodeInfo& info = FindingCodeDetails(want.code);
