@@ -1,6 +1,6 @@
 // Desired versus actual enrollment per pod: POD_NOT_ENROLLED, ENROLLMENT_ANNOTATION_STALE,
 // POD_ENROLLED_AGAINST_INTENT and ZTUNNEL_NETNS_STALE, at most one per pod, and each pod's story.
-// Missing data never raises anything: an unusable API view, a pod that is not judgeable, an
+// Missing data never raises anything: an unhealthy API source, a pod that is not judgeable, an
 // unpaired or unread netns, or a ztunnel whose fds were not read only leave a note.
 #include <algorithm>
 #include <map>
@@ -21,7 +21,7 @@ bool IsAnnotatedEnrolled(const std::optional<std::string>& annotation) {
 }
 
 std::string AnnotationText(const std::optional<std::string>& annotation) {
-  return "annotation " + std::string(kube::kRedirectionAnnotation) + ": " +
+  return "annotation " + std::string(kAnnotationRedirection) + ": " +
          (annotation ? "\"" + *annotation + "\"" : "absent"s);
 }
 
@@ -83,7 +83,7 @@ struct Context {
   const DesiredOptions& options;
   History* history;
   ZtunnelView ztunnel;
-  std::map<std::string, const KubeNamespaceFacts*> namespaces;
+  std::map<std::string, const KubeNamespace*> namespaces;
 };
 
 void SeeRedirect(PodStory& story, const Context& context) {
@@ -220,7 +220,7 @@ std::string AgainstIntentHint(DesiredReason reason) {
 // enablement selectors (istio#56048). A hostNetwork pod shares the host netns with every other
 // one, so it is named only when the selectors would have enrolled it without rule 1 (the
 // 1.27.0-1.30.3 regression).
-std::optional<Finding> CheckAgainstIntent(const PodStory& story, const KubePodFacts& pod,
+std::optional<Finding> CheckAgainstIntent(const PodStory& story, const KubePod& pod,
                                           const Context& context) {
   if (story.desired.state != DesiredState::kNotAmbient ||
       story.redirect != RedirectSeen::kRedirected) {
@@ -230,7 +230,7 @@ std::optional<Finding> CheckAgainstIntent(const PodStory& story, const KubePodFa
   if (reason == DesiredReason::kNoSelector) return std::nullopt;
   std::vector<std::string> extra;
   if (reason == DesiredReason::kHostNetwork) {
-    KubePodFacts without_host = pod;
+    KubePod without_host = pod;
     without_host.host_network = false;
     auto ns = context.namespaces.find(pod.namespace_name);
     const DesiredVerdict selectors = EvaluateDesired(
@@ -254,7 +254,7 @@ std::optional<Finding> CheckNotEnrolled(const PodStory& story, const Context& co
 }
 
 // At most one finding per pod, the most specific cause first.
-std::optional<Finding> Judge(PodStory& story, const KubePodFacts& pod, const Context& context) {
+std::optional<Finding> Judge(PodStory& story, const KubePod& pod, const Context& context) {
   if (auto finding = CheckZtunnelNetns(story, context)) return finding;
   if (auto finding = CheckAnnotation(story, context)) return finding;
   if (auto finding = CheckAgainstIntent(story, pod, context)) return finding;
@@ -286,7 +286,17 @@ std::string Verdict(const PodStory& story) {
   return wanted ? "should be in the mesh; enrollment pending" : "not in the mesh, as intended";
 }
 
-PodStory TellStory(const KubePodFacts& pod, Context& context, std::vector<Finding>& findings) {
+std::string SkipReason(const KubeApiStatus& status) {
+  if (!status.enabled) return "the Kubernetes API source is off";
+  if (status.reason != KubeApiReason::kNone) {
+    return "the Kubernetes API source is degraded (" +
+           std::string(KubeApiReasonName(status.reason)) + ")" +
+           (status.message.empty() ? "" : ": " + status.message);
+  }
+  return "the Kubernetes API source has not listed pods, namespaces and the node yet";
+}
+
+PodStory TellStory(const KubePod& pod, Context& context, std::vector<Finding>& findings) {
   PodStory story;
   story.pod = pod.namespace_name + "/" + pod.name;
   story.uid = pod.uid;
@@ -314,20 +324,19 @@ PodStory TellStory(const KubePodFacts& pod, Context& context, std::vector<Findin
 }  // namespace
 
 DesiredAnalysis AnalyzeDesired(const NodeSnapshot& snapshot,
-                               const std::vector<NetnsClassification>& netns, const KubeView& view,
-                               const DesiredOptions& options, History* history) {
+                               const std::vector<NetnsClassification>& netns,
+                               const KubeSnapshot& kube, const DesiredOptions& options,
+                               History* history) {
   DesiredAnalysis result;
-  if (!view.usable) {
-    result.skip_reason = view.degraded_reason.empty() ? "the Kubernetes API source has not "
-                                                        "listed pods and namespaces yet"
-                                                      : view.degraded_reason;
+  if (!kube.status.healthy()) {
+    result.skip_reason = SkipReason(kube.status);
     return result;
   }
   result.judged = true;
   Context context{snapshot, netns, options, history, BuildZtunnelView(snapshot), {}};
-  for (const KubeNamespaceFacts& ns : view.namespaces) context.namespaces[ns.name] = &ns;
+  for (const KubeNamespace& ns : kube.namespaces) context.namespaces[ns.name] = &ns;
   if (history != nullptr) history->BeginScan(snapshot.taken_at_unix_ms);
-  for (const KubePodFacts& pod : view.pods) {
+  for (const KubePod& pod : kube.pods) {
     result.pods.push_back(TellStory(pod, context, result.findings));
   }
   if (history != nullptr) history->EndScan();
@@ -335,12 +344,12 @@ DesiredAnalysis AnalyzeDesired(const NodeSnapshot& snapshot,
   return result;
 }
 
-std::vector<Finding> DesiredStateFindings(const NodeSnapshot& snapshot, const KubeView& view,
+std::vector<Finding> DesiredStateFindings(const NodeSnapshot& snapshot, const KubeSnapshot& kube,
                                           const DesiredOptions& options) {
   std::vector<NetnsClassification> netns;
   netns.reserve(snapshot.netns.size());
   for (const NetnsSnapshot& one : snapshot.netns) netns.push_back(Classify(one));
-  return AnalyzeDesired(snapshot, netns, view, options).findings;
+  return AnalyzeDesired(snapshot, netns, kube, options).findings;
 }
 
 void AddDesiredEvidence(const DesiredAnalysis& desired, std::vector<Finding>& findings) {

@@ -28,16 +28,16 @@ DesiredVerdict Verdict(DesiredState state, DesiredReason reason, std::string why
 }
 
 // Rules 3-5: the selectors, once no exclusion applied.
-DesiredVerdict BySelectors(const KubePodFacts& pod, const KubeNamespaceFacts* ns) {
+DesiredVerdict BySelectors(const KubePod& pod, const KubeNamespace* ns) {
   const auto& label = pod.dataplane_mode;
   if (label == kube::kDataplaneModeAmbient) {
-    return Verdict(DesiredState::kAmbient, DesiredReason::kPodLabelAmbient,
-                   "pod label " + Quoted(kube::kDataplaneModeLabel, *label) +
-                       " (namespace labels do not matter)");
+    return Verdict(
+        DesiredState::kAmbient, DesiredReason::kPodLabelAmbient,
+        "pod label " + Quoted(kLabelDataplaneMode, *label) + " (namespace labels do not matter)");
   }
   if (label == kube::kDataplaneModeNone) {
     return Verdict(DesiredState::kNotAmbient, DesiredReason::kPodOptedOut,
-                   "pod label " + Quoted(kube::kDataplaneModeLabel, *label) + " opts it out");
+                   "pod label " + Quoted(kLabelDataplaneMode, *label) + " opts it out");
   }
   if (ns == nullptr) {
     return Verdict(DesiredState::kUnknown, DesiredReason::kNamespaceUnknown,
@@ -48,13 +48,13 @@ DesiredVerdict BySelectors(const KubePodFacts& pod, const KubeNamespaceFacts* ns
   if (ns->dataplane_mode == kube::kDataplaneModeAmbient) {
     return Verdict(DesiredState::kAmbient, DesiredReason::kNamespaceAmbient,
                    "namespace " + ns->name + " has label " +
-                       Quoted(kube::kDataplaneModeLabel, *ns->dataplane_mode) +
+                       Quoted(kLabelDataplaneMode, *ns->dataplane_mode) +
                        " and the pod does not opt out (label " +
-                       (label ? Quoted(kube::kDataplaneModeLabel, *label) : "absent"s) + ")");
+                       (label ? Quoted(kLabelDataplaneMode, *label) : "absent"s) + ")");
   }
   return Verdict(DesiredState::kNotAmbient, DesiredReason::kNoSelector,
                  "neither the pod nor namespace " + ns->name + " has label " +
-                     Quoted(kube::kDataplaneModeLabel, kube::kDataplaneModeAmbient));
+                     Quoted(kLabelDataplaneMode, kube::kDataplaneModeAmbient));
 }
 
 std::string JoinIps(const std::vector<std::string>& ips) {
@@ -116,7 +116,7 @@ const PodIdentity* CriSandbox(const NodeSnapshot& snapshot, std::string_view uid
   return best;
 }
 
-NetnsPairing PairByCri(const KubePodFacts& pod, const NodeSnapshot& snapshot) {
+NetnsPairing PairByCri(const KubePod& pod, const NodeSnapshot& snapshot) {
   const PodIdentity* sandbox = CriSandbox(snapshot, pod.uid);
   if (sandbox == nullptr) {
     return Unpaired("CRI (" + snapshot.cri.endpoint + ") has no ready sandbox for pod uid " +
@@ -140,7 +140,7 @@ NetnsPairing PairByCri(const KubePodFacts& pod, const NodeSnapshot& snapshot) {
 
 // istio-cni's own netns scan (istio#61211): a netns is the pod's when an interface in it holds one
 // of the pod's IPs. Two netns holding them (a leaked netns with a reused IP) pair nothing.
-NetnsPairing PairByIp(const KubePodFacts& pod, const NodeSnapshot& snapshot) {
+NetnsPairing PairByIp(const KubePod& pod, const NodeSnapshot& snapshot) {
   std::map<std::string, std::string> wanted;  // canonical -> as the API spells it
   for (const std::string& ip : pod.pod_ips) wanted[CanonicalIp(ip)] = ip;
   std::map<size_t, std::string> hits;  // netns index -> "10.0.0.5 on eth0"
@@ -205,7 +205,7 @@ std::string_view DesiredReasonName(DesiredReason reason) {
   return "namespace_unknown";
 }
 
-DesiredVerdict EvaluateDesired(const KubePodFacts& pod, const KubeNamespaceFacts* ns,
+DesiredVerdict EvaluateDesired(const KubePod& pod, const KubeNamespace* ns,
                                const DesiredOptions& options) {
   // The CNI plugin returns before any ambient check, and the node agent (>= 1.30) never enables
   // a pod of an excluded namespace, whatever its labels.
@@ -220,9 +220,9 @@ DesiredVerdict EvaluateDesired(const KubePodFacts& pod, const KubeNamespaceFacts
                    "this check, istio#61168)");
   }
   if (pod.has_sidecar_status) {
-    return Verdict(DesiredState::kNotAmbient, DesiredReason::kSidecar,
-                   "annotation " + std::string(kube::kSidecarStatusAnnotation) +
-                       " is present (sidecar-injected)");
+    return Verdict(
+        DesiredState::kNotAmbient, DesiredReason::kSidecar,
+        "annotation " + std::string(kAnnotationSidecarStatus) + " is present (sidecar-injected)");
   }
   return BySelectors(pod, ns);
 }
@@ -249,7 +249,7 @@ std::string_view JudgeBlockName(JudgeBlock block) {
   return "unknown";
 }
 
-Judgeability JudgePod(const KubePodFacts& pod, std::string_view node_name, int64_t now_unix_ms,
+Judgeability JudgePod(const KubePod& pod, std::string_view node_name, int64_t now_unix_ms,
                       int64_t sandbox_created_unix_ms, const DesiredOptions& options) {
   auto blocked = [](JudgeBlock block, std::string why) {
     return Judgeability{block, std::move(why)};
@@ -262,7 +262,7 @@ Judgeability JudgePod(const KubePodFacts& pod, std::string_view node_name, int64
     return blocked(JudgeBlock::kTerminal,
                    "the pod is " + pod.phase + " (terminal: never enrolled)");
   }
-  if (pod.deleting_at_unix_ms != 0) {
+  if (pod.deletion_unix_s) {
     return blocked(JudgeBlock::kTerminating, "the pod is being deleted");
   }
   if (pod.phase != kube::kPhaseRunning) {
@@ -270,18 +270,17 @@ Judgeability JudgePod(const KubePodFacts& pod, std::string_view node_name, int64
                    "the pod is " + (pod.phase.empty() ? "without a phase"s : pod.phase));
   }
   if (pod.pod_ips.empty()) return blocked(JudgeBlock::kNoIp, "the pod has no IP yet");
-  const int64_t started =
-      pod.started_at_unix_ms != 0 ? pod.started_at_unix_ms : pod.created_at_unix_ms;
-  if (started == 0 || now_unix_ms == 0) {
-    return blocked(JudgeBlock::kAgeUnknown, "the pod's start time is unknown");
+  const int64_t started = pod.creation_unix_s * 1000;
+  if (started <= 0 || now_unix_ms == 0) {
+    return blocked(JudgeBlock::kAgeUnknown, "the pod's creation time is unknown");
   }
   const int64_t since = std::max(started, sandbox_created_unix_ms);
   const int64_t age = now_unix_ms - since;
   if (age < options.enrollment_grace_ms) {
-    return blocked(JudgeBlock::kYoung,
-                   std::string(since == started ? "the pod started " : "its sandbox was made ") +
-                       Duration(std::max<int64_t>(age, 0)) + " ago (grace " +
-                       Duration(options.enrollment_grace_ms) + ")");
+    return blocked(JudgeBlock::kYoung, std::string(since == started ? "the pod was created "
+                                                                    : "its sandbox was made ") +
+                                           Duration(std::max<int64_t>(age, 0)) + " ago (grace " +
+                                           Duration(options.enrollment_grace_ms) + ")");
   }
   return {JudgeBlock::kNone, "Running for " + Duration(age) + " with IPs " + JoinIps(pod.pod_ips)};
 }
@@ -300,7 +299,7 @@ std::string_view PairMethodName(PairMethod method) {
   return "none";
 }
 
-NetnsPairing PairPodNetns(const KubePodFacts& pod, const NodeSnapshot& snapshot) {
+NetnsPairing PairPodNetns(const KubePod& pod, const NodeSnapshot& snapshot) {
   if (pod.host_network) {
     const NetnsSnapshot* host = snapshot.Host();
     if (host == nullptr) return Unpaired("hostNetwork pod, and the host netns was not scanned");

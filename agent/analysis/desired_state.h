@@ -1,7 +1,7 @@
 // Desired versus actual enrollment: which pods of the node Istio's predicate puts in the mesh, the
 // netns each pod runs in, and whether that netns holds Istio's in-pod redirect. Pure functions of
-// the node snapshot, the recognizer's classifications and the Kubernetes API view. They produce
-// POD_NOT_ENROLLED, ENROLLMENT_ANNOTATION_STALE, POD_ENROLLED_AGAINST_INTENT and
+// the node snapshot, the recognizer's classifications and the Kubernetes API source's copy. They
+// produce POD_NOT_ENROLLED, ENROLLMENT_ANNOTATION_STALE, POD_ENROLLED_AGAINST_INTENT and
 // ZTUNNEL_NETNS_STALE, and per pod the story `explain` prints.
 #pragma once
 
@@ -13,12 +13,26 @@
 #include <vector>
 
 #include "analysis/analysis.h"
-#include "analysis/desired_input.h"
 #include "analysis/history.h"
 #include "model/finding.h"
+#include "model/kube.h"
 #include "model/snapshot.h"
 
 namespace ad {
+
+// Values of the names in model/kube.h that the predicate and the checks compare with
+// (shared/facts/kubernetes-and-enrollment.md §1-2).
+namespace kube {
+inline constexpr std::string_view kDataplaneModeAmbient = "ambient";
+inline constexpr std::string_view kDataplaneModeNone = "none";
+inline constexpr std::string_view kRedirectionEnabled = "enabled";
+inline constexpr std::string_view kRedirectionPending = "pending";
+// Read as a user opt-out by Istio 1.21 and older only; never written by Istio.
+inline constexpr std::string_view kRedirectionDisabled = "disabled";
+inline constexpr std::string_view kPhaseRunning = "Running";
+inline constexpr std::string_view kPhaseSucceeded = "Succeeded";
+inline constexpr std::string_view kPhaseFailed = "Failed";
+}  // namespace kube
 
 struct DesiredOptions {
   // istio-cni's EXCLUDE_NAMESPACES (chart default [kube-system]); --exclude-namespaces.
@@ -43,7 +57,7 @@ enum class DesiredReason : uint8_t {
   kPodOptedOut,        // pod label istio.io/dataplane-mode=none (rule 4 refuses it)
   kNamespaceAmbient,   // namespace label istio.io/dataplane-mode=ambient (rule 4)
   kNoSelector,         // no selector matched (rule 5)
-  kNamespaceUnknown,   // the pod's labels do not decide and its namespace is not in the view
+  kNamespaceUnknown,   // the pod's labels do not decide and its namespace is not known
 };
 // "excluded_namespace", "host_network", "sidecar", "pod_label_ambient", "pod_opted_out",
 // "namespace_ambient", "no_selector", "namespace_unknown".
@@ -55,8 +69,8 @@ struct DesiredVerdict {
   std::string why;  // one sentence naming the label/annotation/rule that decided
 };
 
-// `ns` is the pod's namespace (nullptr when the view does not have it).
-DesiredVerdict EvaluateDesired(const KubePodFacts& pod, const KubeNamespaceFacts* ns,
+// `ns` is the pod's namespace (nullptr when the API source does not have it).
+DesiredVerdict EvaluateDesired(const KubePod& pod, const KubeNamespace* ns,
                                const DesiredOptions& options);
 
 // ---- Whether a pod may be judged at all ----
@@ -79,9 +93,10 @@ struct Judgeability {
   bool judgeable() const { return block == JudgeBlock::kNone; }
 };
 
-// `sandbox_created_unix_ms`: the paired CRI sandbox's creation (0 when unknown): a sandbox re-made
-// under an old pod is as young as the sandbox.
-Judgeability JudgePod(const KubePodFacts& pod, std::string_view node_name, int64_t now_unix_ms,
+// The age counts from the later of the pod's creation and `sandbox_created_unix_ms`, the paired
+// CRI sandbox's creation (0 when unknown): a sandbox re-made under an old pod is being set up
+// again. (istio-cni enrolls at the sandbox's CNI ADD, before any image is pulled.)
+Judgeability JudgePod(const KubePod& pod, std::string_view node_name, int64_t now_unix_ms,
                       int64_t sandbox_created_unix_ms, const DesiredOptions& options);
 
 // ---- Pod <-> netns pairing ----
@@ -106,7 +121,7 @@ struct NetnsPairing {
 };
 
 // By the CRI sandbox when CRI answered, else by the pod's IPs found inside exactly one netns.
-NetnsPairing PairPodNetns(const KubePodFacts& pod, const NodeSnapshot& snapshot);
+NetnsPairing PairPodNetns(const KubePod& pod, const NodeSnapshot& snapshot);
 
 // ---- Desired versus actual ----
 
@@ -134,23 +149,25 @@ struct PodStory {
 };
 
 struct DesiredAnalysis {
-  bool judged = false;            // the view was usable, so stories were judged
-  std::string skip_reason;        // when not judged: the API source's degraded reason
-  std::vector<PodStory> pods;     // the view's pods, in view order
+  bool judged = false;            // the API source was healthy, so stories were judged
+  std::string skip_reason;        // when not judged: why the API source's data is not used
+  std::vector<PodStory> pods;     // the API source's pods, in its order
   std::vector<Finding> findings;  // in SortFindings order
 };
 
 // The entry point. `netns` are the classifications of snapshot.netns, in its order (what
-// Analyze returned). `history` ages the conditions that need a grace of their own (a `pending`
-// annotation without rules, an annotation that outlives a removal); keep one History for this
-// function only (not the one Analyze ages). nullptr: a one-shot report, where those conditions
-// are noted but raise nothing.
+// Analyze returned); `kube` is the API source's copy, judged only while kube.status.healthy().
+// `history` ages the conditions that need a grace of their own (a `pending` annotation without
+// rules, an annotation that outlives a removal); keep one History for this function only (not the
+// one Analyze ages). nullptr: a one-shot report, where those conditions are noted but raise
+// nothing.
 DesiredAnalysis AnalyzeDesired(const NodeSnapshot& snapshot,
-                               const std::vector<NetnsClassification>& netns, const KubeView& view,
-                               const DesiredOptions& options, History* history = nullptr);
+                               const std::vector<NetnsClassification>& netns,
+                               const KubeSnapshot& kube, const DesiredOptions& options,
+                               History* history = nullptr);
 
 // Findings only, classifying the snapshot's netns itself (one-shot callers and tests).
-std::vector<Finding> DesiredStateFindings(const NodeSnapshot& snapshot, const KubeView& view,
+std::vector<Finding> DesiredStateFindings(const NodeSnapshot& snapshot, const KubeSnapshot& kube,
                                           const DesiredOptions& options);
 
 // Appends the pod's desired state to the evidence of `findings` in netns paired with a pod

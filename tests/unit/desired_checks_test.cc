@@ -21,28 +21,31 @@ constexpr int64_t kNow = 1'800'000'000'000;
 constexpr int64_t kMinute = 60'000;
 const AmbientVariant kBase{};
 
-KubePodFacts Pod(std::string name, std::string uid, std::string ip, std::string ns = "demo") {
-  KubePodFacts pod;
+KubePod Pod(std::string name, std::string uid, std::string ip, std::string ns = "demo") {
+  KubePod pod;
   pod.name = std::move(name);
   pod.uid = std::move(uid);
   pod.namespace_name = std::move(ns);
   pod.node_name = "n1";
   pod.phase = "Running";
   pod.pod_ips = {std::move(ip)};
-  pod.created_at_unix_ms = kNow - 11 * kMinute;
-  pod.started_at_unix_ms = kNow - 10 * kMinute;
+  pod.creation_unix_s = (kNow - 10 * kMinute) / 1000;
   return pod;
 }
 
-KubeNamespaceFacts Ns(std::string name, std::optional<std::string> mode = std::nullopt) {
-  return KubeNamespaceFacts{std::move(name), std::move(mode)};
+KubeNamespace Ns(std::string name, std::optional<std::string> mode = std::nullopt) {
+  return KubeNamespace{std::move(name), "1", std::move(mode)};
 }
 
-KubeView View(std::vector<KubePodFacts> pods) {
-  KubeView view;
-  view.usable = true;
+// A healthy, synced API source holding `pods`.
+KubeSnapshot View(std::vector<KubePod> pods) {
+  KubeSnapshot view;
+  view.status.enabled = true;
+  view.status.node_name = "n1";
+  view.status.pods.synced = view.status.namespaces.synced = view.status.node.synced = true;
   view.pods = std::move(pods);
   view.namespaces = {Ns("demo", "ambient"), Ns("plain"), Ns("kube-system", "ambient")};
+  view.node = KubeNode{"n1", "1", {}};
   return view;
 }
 
@@ -97,8 +100,8 @@ std::string Dump(const std::vector<Finding>& findings) {
   return text;
 }
 
-DesiredAnalysis Desired(const NodeSnapshot& node, const KubeView& view, History* history = nullptr,
-                        const DesiredOptions& options = {}) {
+DesiredAnalysis Desired(const NodeSnapshot& node, const KubeSnapshot& view,
+                        History* history = nullptr, const DesiredOptions& options = {}) {
   std::vector<NetnsClassification> netns;
   for (const NetnsSnapshot& one : node.netns) netns.push_back(Classify(one));
   return AnalyzeDesired(node, netns, view, options, history);
@@ -154,11 +157,11 @@ TEST(DesiredPredicate, EveryRowOfTheTable) {
        "kube-system", kNotAmbient, kExcludedNamespace},
   };
   for (const Row& row : rows) {
-    KubePodFacts pod = Pod("p", "u", "10.0.0.5", row.ns);
+    KubePod pod = Pod("p", "u", "10.0.0.5", row.ns);
     pod.host_network = row.host_network;
     pod.has_sidecar_status = row.sidecar;
     pod.dataplane_mode = row.pod_label;
-    const KubeNamespaceFacts ns = Ns(row.ns, row.ns_label);
+    const KubeNamespace ns = Ns(row.ns, row.ns_label);
     const DesiredVerdict verdict = EvaluateDesired(pod, &ns, DesiredOptions{});
     EXPECT_EQ(verdict.state, row.state) << row.name << ": " << verdict.why;
     EXPECT_EQ(verdict.reason, row.reason) << row.name << ": " << verdict.why;
@@ -169,16 +172,16 @@ TEST(DesiredPredicate, EveryRowOfTheTable) {
 TEST(DesiredPredicate, ExcludedNamespacesAreConfigurable) {
   DesiredOptions options;
   options.exclude_namespaces = {"infra"};
-  KubePodFacts system = Pod("p", "u", "10.0.0.5", "kube-system");
+  KubePod system = Pod("p", "u", "10.0.0.5", "kube-system");
   system.dataplane_mode = "ambient";
   EXPECT_EQ(EvaluateDesired(system, nullptr, options).state, DesiredState::kAmbient);
-  KubePodFacts infra = Pod("p", "u", "10.0.0.5", "infra");
+  KubePod infra = Pod("p", "u", "10.0.0.5", "infra");
   infra.dataplane_mode = "ambient";
   EXPECT_EQ(EvaluateDesired(infra, nullptr, options).reason, DesiredReason::kExcludedNamespace);
 }
 
 TEST(DesiredPredicate, AnUnknownNamespaceDecidesOnlyWhatThePodDecides) {
-  KubePodFacts pod = Pod("p", "u", "10.0.0.5");
+  KubePod pod = Pod("p", "u", "10.0.0.5");
   EXPECT_EQ(EvaluateDesired(pod, nullptr, {}).state, DesiredState::kUnknown);
   EXPECT_EQ(EvaluateDesired(pod, nullptr, {}).reason, DesiredReason::kNamespaceUnknown);
   pod.dataplane_mode = "ambient";
@@ -191,13 +194,13 @@ TEST(DesiredPredicate, AnUnknownNamespaceDecidesOnlyWhatThePodDecides) {
 
 TEST(DesiredJudge, OnlyARunningPodWithAnIpPastTheGraceIsJudged) {
   const DesiredOptions options;
-  const KubePodFacts ok = Pod("p", "u", "10.0.0.5");
+  const KubePod ok = Pod("p", "u", "10.0.0.5");
   EXPECT_TRUE(JudgePod(ok, "n1", kNow, 0, options).judgeable());
 
-  auto block = [&](KubePodFacts pod, int64_t sandbox_created = 0) {
+  auto block = [&](KubePod pod, int64_t sandbox_created = 0) {
     return JudgePod(pod, "n1", kNow, sandbox_created, options).block;
   };
-  KubePodFacts pod = ok;
+  KubePod pod = ok;
   pod.node_name = "n2";
   EXPECT_EQ(block(pod), JudgeBlock::kOtherNode);
   pod = ok;
@@ -207,7 +210,7 @@ TEST(DesiredJudge, OnlyARunningPodWithAnIpPastTheGraceIsJudged) {
   pod.pod_ips.clear();  // kubelet may post a terminal status without IP
   EXPECT_EQ(block(pod), JudgeBlock::kTerminal);
   pod = ok;
-  pod.deleting_at_unix_ms = kNow - 1000;
+  pod.deletion_unix_s = kNow / 1000 - 1;
   EXPECT_EQ(block(pod), JudgeBlock::kTerminating);
   pod = ok;
   pod.phase = "Pending";
@@ -218,21 +221,16 @@ TEST(DesiredJudge, OnlyARunningPodWithAnIpPastTheGraceIsJudged) {
   pod.pod_ips.clear();
   EXPECT_EQ(block(pod), JudgeBlock::kNoIp);
   pod = ok;
-  pod.started_at_unix_ms = 0;
-  pod.created_at_unix_ms = 0;
+  pod.creation_unix_s = 0;
   EXPECT_EQ(block(pod), JudgeBlock::kAgeUnknown);
   pod = ok;
-  pod.started_at_unix_ms = kNow - 29'000;
+  pod.creation_unix_s = (kNow - 29'000) / 1000;
   EXPECT_EQ(block(pod), JudgeBlock::kYoung);
-  pod.started_at_unix_ms = kNow - 30'000;
+  pod.creation_unix_s = (kNow - 30'000) / 1000;
   EXPECT_EQ(block(pod), JudgeBlock::kNone);
   // An old pod whose sandbox was just re-made is being set up again.
   EXPECT_EQ(block(ok, kNow - 5'000), JudgeBlock::kYoung);
   EXPECT_NE(JudgePod(ok, "n1", kNow, kNow - 5'000, options).why.find("sandbox"), std::string::npos);
-  // No start time: the creation time stands in.
-  pod = ok;
-  pod.started_at_unix_ms = 0;
-  EXPECT_EQ(block(pod), JudgeBlock::kNone);
 }
 
 // ---- Pairing ----
@@ -293,7 +291,7 @@ TEST(DesiredPairing, ByPodIpInsideTheNetnsWhenCriIsSilent) {
 
 TEST(DesiredPairing, HostNetworkPodsLiveInTheHostNetns) {
   const NodeSnapshot node = Node();
-  KubePodFacts pod = Pod("h", "uid-h", "192.168.1.10");
+  KubePod pod = Pod("h", "uid-h", "192.168.1.10");
   pod.host_network = true;
   const NetnsPairing pairing = PairPodNetns(pod, node);
   EXPECT_EQ(pairing.method, PairMethod::kHostNetwork);
@@ -338,7 +336,7 @@ TEST(DesiredChecks, PairedByIpWithoutCri) {
 TEST(DesiredChecks, AnEnrolledPodIsInTheMesh) {
   NodeSnapshot node = Node();
   AddPod(node, RedirectedNetns("/run/netns/a", 4026532001, "10.0.0.5"), "uid-a", "a");
-  KubePodFacts pod = Pod("a", "uid-a", "10.0.0.5");
+  KubePod pod = Pod("a", "uid-a", "10.0.0.5");
   pod.redirection = "enabled";
   const DesiredAnalysis result = Desired(node, View({pod}));
   EXPECT_TRUE(result.findings.empty()) << Dump(result.findings);
@@ -358,13 +356,13 @@ TEST(DesiredChecks, PartialRulesAreNotNotEnrolled) {
 TEST(DesiredChecks, ControlsRaiseNothing) {
   NodeSnapshot node = Node();
   AddPod(node, BareNetns("/run/netns/a", 4026532001, "10.0.0.5"), "uid-a", "a");
-  const KubePodFacts base = Pod("a", "uid-a", "10.0.0.5");
-  auto quiet = [&](const KubePodFacts& pod, const char* what) {
+  const KubePod base = Pod("a", "uid-a", "10.0.0.5");
+  auto quiet = [&](const KubePod& pod, const char* what) {
     const DesiredAnalysis result = Desired(node, View({pod}));
     EXPECT_TRUE(result.findings.empty()) << what << "\n" << Dump(result.findings);
   };
-  KubePodFacts pod = base;
-  pod.started_at_unix_ms = kNow - 10'000;
+  KubePod pod = base;
+  pod.creation_unix_s = (kNow - 10'000) / 1000;
   quiet(pod, "young pod");
   pod = base;
   pod.phase = "Succeeded";
@@ -402,15 +400,28 @@ TEST(DesiredChecks, ControlsRaiseNothing) {
 TEST(DesiredChecks, MissingDataRaisesNothing) {
   NodeSnapshot node = Node();
   AddPod(node, BareNetns("/run/netns/a", 4026532001, "10.0.0.5"), "uid-a", "a");
-  const KubePodFacts pod = Pod("a", "uid-a", "10.0.0.5");
+  const KubePod pod = Pod("a", "uid-a", "10.0.0.5");
 
-  KubeView degraded = View({pod});
-  degraded.usable = false;
-  degraded.degraded_reason = "401 Unauthorized";
+  KubeSnapshot degraded = View({pod});
+  degraded.status.reason = KubeApiReason::kUnauthorized;
+  degraded.status.message = "HTTP 401";
   DesiredAnalysis result = Desired(node, degraded);
   EXPECT_FALSE(result.judged);
-  EXPECT_EQ(result.skip_reason, "401 Unauthorized");
+  EXPECT_EQ(result.skip_reason, "the Kubernetes API source is degraded (unauthorized): HTTP 401");
   EXPECT_TRUE(result.findings.empty());
+  EXPECT_TRUE(result.pods.empty());
+  for (int unsynced = 0; unsynced < 3; ++unsynced) {  // before the first list of each collection
+    degraded = View({pod});
+    KubeResourceStatus* resources[] = {&degraded.status.pods, &degraded.status.namespaces,
+                                       &degraded.status.node};
+    resources[unsynced]->synced = false;
+    result = Desired(node, degraded);
+    EXPECT_FALSE(result.judged) << unsynced;
+    EXPECT_TRUE(result.findings.empty()) << unsynced;
+  }
+  degraded = View({pod});
+  degraded.status.enabled = false;
+  EXPECT_EQ(Desired(node, degraded).skip_reason, "the Kubernetes API source is off");
 
   NodeSnapshot unread = node;
   unread.netns[1].reads.legacy_v6 = ReadStatus::kFailed;
@@ -437,7 +448,7 @@ TEST(DesiredChecks, MissingDataRaisesNothing) {
 TEST(DesiredChecks, EnabledAnnotationWithoutRulesIsStaleNotNotEnrolled) {
   NodeSnapshot node = Node();
   AddPod(node, BareNetns("/run/netns/a", 4026532001, "10.0.0.5"), "uid-a", "a");
-  KubePodFacts pod = Pod("a", "uid-a", "10.0.0.5");
+  KubePod pod = Pod("a", "uid-a", "10.0.0.5");
   pod.redirection = "enabled";
   const DesiredAnalysis result = Desired(node, View({pod}));
   ASSERT_EQ(Codes(result.findings), std::vector<std::string>{"ENROLLMENT_ANNOTATION_STALE"})
@@ -449,7 +460,7 @@ TEST(DesiredChecks, EnabledAnnotationWithoutRulesIsStaleNotNotEnrolled) {
 TEST(DesiredChecks, PendingAnnotationIsStaleOnlyPastTheGrace) {
   NodeSnapshot node = Node();
   AddPod(node, BareNetns("/run/netns/a", 4026532001, "10.0.0.5"), "uid-a", "a");
-  KubePodFacts pod = Pod("a", "uid-a", "10.0.0.5");
+  KubePod pod = Pod("a", "uid-a", "10.0.0.5");
   pod.redirection = "pending";
   History history;
   DesiredAnalysis result = Desired(node, View({pod}), &history);
@@ -474,7 +485,7 @@ TEST(DesiredChecks, PendingAnnotationIsStaleOnlyPastTheGrace) {
 TEST(DesiredChecks, AnnotationOutlivingARemovalIsStalePastTheGrace) {
   NodeSnapshot node = Node();
   AddPod(node, BareNetns("/run/netns/a", 4026532001, "10.0.0.5"), "uid-a", "a");
-  KubePodFacts pod = Pod("a", "uid-a", "10.0.0.5", "plain");
+  KubePod pod = Pod("a", "uid-a", "10.0.0.5", "plain");
   pod.redirection = "enabled";
   EXPECT_TRUE(Desired(node, View({pod})).findings.empty());  // one-shot: age unknown
   History history;
@@ -498,7 +509,7 @@ TEST(DesiredChecks, OptedOutSidecarAndExcludedPodsWithRules) {
         Case{"excluded namespace", "kube-system", "ambient", false}}) {
     NodeSnapshot node = Node();
     AddPod(node, RedirectedNetns("/run/netns/a", 4026532001, "10.0.0.5"), "uid-a", "a");
-    KubePodFacts pod = Pod("a", "uid-a", "10.0.0.5", c.ns);
+    KubePod pod = Pod("a", "uid-a", "10.0.0.5", c.ns);
     pod.dataplane_mode = c.label;
     pod.has_sidecar_status = c.sidecar;
     pod.redirection = "enabled";
@@ -525,9 +536,9 @@ TEST(DesiredChecks, HostNetworkPodEnrolledByTheRegression) {
   test::Materialise(
       node.netns[0].netfilter, Backend::kNft,
       istio::BuildInpodRuleset(istio::RulesetBackend::kNft, kBase, test::DefaultSnat()));
-  KubePodFacts selected = Pod("agent", "uid-h", "192.168.1.10");  // ambient namespace
+  KubePod selected = Pod("agent", "uid-h", "192.168.1.10");  // ambient namespace
   selected.host_network = true;
-  KubePodFacts unselected = Pod("other", "uid-o", "192.168.1.10", "plain");
+  KubePod unselected = Pod("other", "uid-o", "192.168.1.10", "plain");
   unselected.host_network = true;
   const DesiredAnalysis result = Desired(node, View({selected, unselected}));
   ASSERT_EQ(Codes(result.findings), std::vector<std::string>{"POD_ENROLLED_AGAINST_INTENT"})
@@ -555,7 +566,7 @@ NodeSnapshot ReplacedSandbox() {
 
 TEST(DesiredChecks, ZtunnelServesThePreviousNetns) {
   const NodeSnapshot node = ReplacedSandbox();
-  KubePodFacts pod = Pod("a", "uid-a", "10.0.0.5");
+  KubePod pod = Pod("a", "uid-a", "10.0.0.5");
   pod.redirection = "enabled";
   const DesiredAnalysis result = Desired(node, View({pod}));
   ASSERT_EQ(Codes(result.findings), std::vector<std::string>{"ZTUNNEL_NETNS_STALE"})
@@ -570,7 +581,7 @@ TEST(DesiredChecks, ZtunnelServesThePreviousNetns) {
 TEST(DesiredChecks, ZtunnelHoldingTheCurrentNetnsIsNotStale) {
   NodeSnapshot node = ReplacedSandbox();
   node.processes[0].netns_fd_inodes = {4026532001, 4026532002};
-  KubePodFacts pod = Pod("a", "uid-a", "10.0.0.5");
+  KubePod pod = Pod("a", "uid-a", "10.0.0.5");
   pod.redirection = "enabled";
   // The current netns has no rules: that is the annotation's story, not ztunnel's.
   EXPECT_EQ(Codes(Desired(node, View({pod})).findings),
