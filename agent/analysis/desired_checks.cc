@@ -84,6 +84,7 @@ struct Context {
   History* history;
   ZtunnelView ztunnel;
   std::map<std::string, const KubeNamespace*> namespaces;
+  std::string node_name;  // the API source's node name (its pods'), else the snapshot's
 };
 
 void SeeRedirect(PodStory& story, const Context& context) {
@@ -229,7 +230,7 @@ std::optional<Finding> CheckAgainstIntent(const PodStory& story, const KubePod& 
   const DesiredReason reason = story.desired.reason;
   if (reason == DesiredReason::kNoSelector) return std::nullopt;
   std::vector<std::string> extra;
-  if (reason == DesiredReason::kHostNetwork) {
+  if (pod.host_network) {
     KubePod without_host = pod;
     without_host.host_network = false;
     auto ns = context.namespaces.find(pod.namespace_name);
@@ -305,7 +306,7 @@ PodStory TellStory(const KubePod& pod, Context& context, std::vector<Finding>& f
   story.desired =
       EvaluateDesired(pod, ns == context.namespaces.end() ? nullptr : ns->second, context.options);
   story.pairing = PairPodNetns(pod, context.snapshot);
-  story.judge = JudgePod(pod, context.snapshot.node_name, context.snapshot.taken_at_unix_ms,
+  story.judge = JudgePod(pod, context.node_name, context.snapshot.taken_at_unix_ms,
                          story.pairing.sandbox_created_unix_ms, context.options);
   SeeRedirect(story, context);
   if (pod.redirection == kube::kRedirectionDisabled) {
@@ -333,7 +334,13 @@ DesiredAnalysis AnalyzeDesired(const NodeSnapshot& snapshot,
     return result;
   }
   result.judged = true;
-  Context context{snapshot, netns, options, history, BuildZtunnelView(snapshot), {}};
+  Context context{snapshot,
+                  netns,
+                  options,
+                  history,
+                  BuildZtunnelView(snapshot),
+                  {},
+                  kube.status.node_name.empty() ? snapshot.node_name : kube.status.node_name};
   for (const KubeNamespace& ns : kube.namespaces) context.namespaces[ns.name] = &ns;
   if (history != nullptr) history->BeginScan(snapshot.taken_at_unix_ms);
   for (const KubePod& pod : kube.pods) {

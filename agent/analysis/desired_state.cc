@@ -116,6 +116,8 @@ const PodIdentity* CriSandbox(const NodeSnapshot& snapshot, std::string_view uid
   return best;
 }
 
+NetnsPairing PairByIp(const KubePod& pod, const NodeSnapshot& snapshot, const std::string& note);
+
 NetnsPairing PairByCri(const KubePod& pod, const NodeSnapshot& snapshot) {
   const PodIdentity* sandbox = CriSandbox(snapshot, pod.uid);
   if (sandbox == nullptr) {
@@ -123,7 +125,12 @@ NetnsPairing PairByCri(const KubePod& pod, const NodeSnapshot& snapshot) {
                     pod.uid);
   }
   if (sandbox->netns_inode == 0) {
-    return Unpaired("CRI sandbox " + sandbox->sandbox_id + " has no resolvable netns");
+    // Some runtimes' verbose status names no netns: istio-cni's own scan pairs by IP then too.
+    NetnsPairing pairing = PairByIp(
+        pod, snapshot, " (CRI sandbox " + sandbox->sandbox_id + " names no resolvable netns)");
+    pairing.sandbox_id = sandbox->sandbox_id;
+    pairing.sandbox_created_unix_ms = sandbox->created_at_unix_ms;
+    return pairing;
   }
   NetnsPairing pairing;
   pairing.method = PairMethod::kCriSandbox;
@@ -140,7 +147,7 @@ NetnsPairing PairByCri(const KubePod& pod, const NodeSnapshot& snapshot) {
 
 // istio-cni's own netns scan (istio#61211): a netns is the pod's when an interface in it holds one
 // of the pod's IPs. Two netns holding them (a leaked netns with a reused IP) pair nothing.
-NetnsPairing PairByIp(const KubePod& pod, const NodeSnapshot& snapshot) {
+NetnsPairing PairByIp(const KubePod& pod, const NodeSnapshot& snapshot, const std::string& note) {
   std::map<std::string, std::string> wanted;  // canonical -> as the API spells it
   for (const std::string& ip : pod.pod_ips) wanted[CanonicalIp(ip)] = ip;
   std::map<size_t, std::string> hits;  // netns index -> "10.0.0.5 on eth0"
@@ -152,20 +159,19 @@ NetnsPairing PairByIp(const KubePod& pod, const NodeSnapshot& snapshot) {
       if (!hits.contains(i)) hits[i] = address.address + " on " + address.ifname;
     }
   }
-  const std::string cri = snapshot.cri.available ? "" : " (CRI did not answer)";
   if (hits.empty()) {
     return Unpaired("no scanned netns has an interface with pod IP(s) " + JoinIps(pod.pod_ips) +
-                    cri);
+                    note);
   }
   if (hits.size() > 1) {
     return Unpaired(std::to_string(hits.size()) + " netns carry the pod's IP(s) " +
-                    JoinIps(pod.pod_ips) + ": ambiguous" + cri);
+                    JoinIps(pod.pod_ips) + ": ambiguous" + note);
   }
   NetnsPairing pairing;
   pairing.method = PairMethod::kPodIp;
   FillNetns(pairing, snapshot, snapshot.netns[hits.begin()->first].netns.inode);
   pairing.detail = "pod IP " + hits.begin()->second + " inside netns " + pairing.netns_path +
-                   " (inode " + std::to_string(pairing.netns_inode) + ")" + cri;
+                   " (inode " + std::to_string(pairing.netns_inode) + ")" + note;
   return pairing;
 }
 
@@ -311,7 +317,7 @@ NetnsPairing PairPodNetns(const KubePod& pod, const NodeSnapshot& snapshot) {
     return pairing;
   }
   if (snapshot.cri.available) return PairByCri(pod, snapshot);
-  return PairByIp(pod, snapshot);
+  return PairByIp(pod, snapshot, " (CRI did not answer)");
 }
 
 std::string_view RedirectSeenName(RedirectSeen seen) {

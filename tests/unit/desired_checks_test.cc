@@ -289,6 +289,18 @@ TEST(DesiredPairing, ByPodIpInsideTheNetnsWhenCriIsSilent) {
   EXPECT_NE(pairing.detail.find("ambiguous"), std::string::npos) << pairing.detail;
 }
 
+// Some runtimes name no netns in the sandbox's verbose status: the pod IP pairs it then.
+TEST(DesiredPairing, ByPodIpWhenTheCriSandboxNamesNoNetns) {
+  NodeSnapshot node = Node();
+  AddPod(node, BareNetns("/run/netns/a", 4026532001, "10.0.0.5"), "uid-a", "a");
+  node.cri.pods.Mutable()[0].netns_inode = 0;
+  const NetnsPairing pairing = PairPodNetns(Pod("a", "uid-a", "10.0.0.5"), node);
+  EXPECT_EQ(pairing.method, PairMethod::kPodIp);
+  EXPECT_EQ(pairing.netns_inode, 4026532001u);
+  EXPECT_EQ(pairing.sandbox_id, "sb-a");
+  EXPECT_NE(pairing.detail.find("names no resolvable netns"), std::string::npos) << pairing.detail;
+}
+
 TEST(DesiredPairing, HostNetworkPodsLiveInTheHostNetns) {
   const NodeSnapshot node = Node();
   KubePod pod = Pod("h", "uid-h", "192.168.1.10");
@@ -322,6 +334,15 @@ TEST(DesiredChecks, PodNotEnrolled) {
   EXPECT_EQ(result.pods[0].finding, FindingCode::kPodNotEnrolled);
   EXPECT_EQ(result.pods[0].verdict.rfind("should be in the mesh but is not", 0), 0u)
       << result.pods[0].verdict;
+}
+
+// The API source's node name is the pods' spec.nodeName; the snapshot's may be the host name.
+TEST(DesiredChecks, TheApiSourcesNodeNameDecidesWhichPodsAreThisNodes) {
+  NodeSnapshot node = Node();
+  node.node_name = "host-17.example";
+  AddPod(node, BareNetns("/run/netns/a", 4026532001, "10.0.0.5"), "uid-a", "a");
+  EXPECT_EQ(Codes(Desired(node, View({Pod("a", "uid-a", "10.0.0.5")})).findings),
+            std::vector<std::string>{"POD_NOT_ENROLLED"});
 }
 
 TEST(DesiredChecks, PairedByIpWithoutCri) {
@@ -540,7 +561,10 @@ TEST(DesiredChecks, HostNetworkPodEnrolledByTheRegression) {
   selected.host_network = true;
   KubePod unselected = Pod("other", "uid-o", "192.168.1.10", "plain");
   unselected.host_network = true;
-  const DesiredAnalysis result = Desired(node, View({selected, unselected}));
+  KubePod system = Pod("kube-proxy", "uid-k", "192.168.1.10", "kube-system");
+  system.host_network = true;  // kube-system is labelled ambient in View(), but excluded
+  system.dataplane_mode = "ambient";
+  const DesiredAnalysis result = Desired(node, View({selected, unselected, system}));
   ASSERT_EQ(Codes(result.findings), std::vector<std::string>{"POD_ENROLLED_AGAINST_INTENT"})
       << Dump(result.findings);
   EXPECT_EQ(result.findings[0].pod, "demo/agent");
