@@ -17,7 +17,8 @@ namespace {
 using namespace std::string_literals;
 
 bool IsAnnotatedEnrolled(const std::optional<std::string>& annotation) {
-  return annotation == kube::kRedirectionEnabled || annotation == kube::kRedirectionPending;
+  return annotation == enrollment::kRedirectionEnabled ||
+         annotation == enrollment::kRedirectionPending;
 }
 
 std::string AnnotationText(const std::optional<std::string>& annotation) {
@@ -172,7 +173,7 @@ std::optional<Finding> CheckAnnotation(PodStory& story, const Context& context) 
   if (!IsAnnotatedEnrolled(story.annotation) || story.redirect != RedirectSeen::kAbsent) {
     return std::nullopt;
   }
-  const bool at_once = story.annotation == kube::kRedirectionEnabled &&
+  const bool at_once = story.annotation == enrollment::kRedirectionEnabled &&
                        story.desired.state == DesiredState::kAmbient;
   std::vector<std::string> extra;
   if (!at_once) {
@@ -309,7 +310,7 @@ PodStory TellStory(const KubePod& pod, Context& context, std::vector<Finding>& f
   story.judge = JudgePod(pod, context.node_name, context.snapshot.taken_at_unix_ms,
                          story.pairing.sandbox_created_unix_ms, context.options);
   SeeRedirect(story, context);
-  if (pod.redirection == kube::kRedirectionDisabled) {
+  if (pod.redirection == enrollment::kRedirectionDisabled) {
     story.notes.push_back("annotation \"disabled\" is an opt-out only Istio 1.21 and older read");
   }
   if (story.judge.judgeable() && story.pairing.netns_index) {

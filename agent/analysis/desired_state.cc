@@ -30,12 +30,12 @@ DesiredVerdict Verdict(DesiredState state, DesiredReason reason, std::string why
 // Rules 3-5: the selectors, once no exclusion applied.
 DesiredVerdict BySelectors(const KubePod& pod, const KubeNamespace* ns) {
   const auto& label = pod.dataplane_mode;
-  if (label == kube::kDataplaneModeAmbient) {
+  if (label == enrollment::kDataplaneModeAmbient) {
     return Verdict(
         DesiredState::kAmbient, DesiredReason::kPodLabelAmbient,
         "pod label " + Quoted(kLabelDataplaneMode, *label) + " (namespace labels do not matter)");
   }
-  if (label == kube::kDataplaneModeNone) {
+  if (label == enrollment::kDataplaneModeNone) {
     return Verdict(DesiredState::kNotAmbient, DesiredReason::kPodOptedOut,
                    "pod label " + Quoted(kLabelDataplaneMode, *label) + " opts it out");
   }
@@ -45,7 +45,7 @@ DesiredVerdict BySelectors(const KubePod& pod, const KubeNamespace* ns) {
                        " is not known yet and the pod's labels "
                        "do not decide");
   }
-  if (ns->dataplane_mode == kube::kDataplaneModeAmbient) {
+  if (ns->dataplane_mode == enrollment::kDataplaneModeAmbient) {
     return Verdict(DesiredState::kAmbient, DesiredReason::kNamespaceAmbient,
                    "namespace " + ns->name + " has label " +
                        Quoted(kLabelDataplaneMode, *ns->dataplane_mode) +
@@ -54,7 +54,7 @@ DesiredVerdict BySelectors(const KubePod& pod, const KubeNamespace* ns) {
   }
   return Verdict(DesiredState::kNotAmbient, DesiredReason::kNoSelector,
                  "neither the pod nor namespace " + ns->name + " has label " +
-                     Quoted(kLabelDataplaneMode, kube::kDataplaneModeAmbient));
+                     Quoted(kLabelDataplaneMode, enrollment::kDataplaneModeAmbient));
 }
 
 std::string JoinIps(const std::vector<std::string>& ips) {
@@ -264,14 +264,14 @@ Judgeability JudgePod(const KubePod& pod, std::string_view node_name, int64_t no
     return blocked(JudgeBlock::kOtherNode,
                    "the pod runs on node " + (pod.node_name.empty() ? "(none)"s : pod.node_name));
   }
-  if (pod.phase == kube::kPhaseSucceeded || pod.phase == kube::kPhaseFailed) {
+  if (pod.phase == enrollment::kPhaseSucceeded || pod.phase == enrollment::kPhaseFailed) {
     return blocked(JudgeBlock::kTerminal,
                    "the pod is " + pod.phase + " (terminal: never enrolled)");
   }
   if (pod.deletion_unix_s) {
     return blocked(JudgeBlock::kTerminating, "the pod is being deleted");
   }
-  if (pod.phase != kube::kPhaseRunning) {
+  if (pod.phase != enrollment::kPhaseRunning) {
     return blocked(JudgeBlock::kNotRunning,
                    "the pod is " + (pod.phase.empty() ? "without a phase"s : pod.phase));
   }

@@ -22,7 +22,7 @@ namespace ad {
 
 // Values of the names in model/kube.h that the predicate and the checks compare with
 // (shared/facts/kubernetes-and-enrollment.md §1-2).
-namespace kube {
+namespace enrollment {
 inline constexpr std::string_view kDataplaneModeAmbient = "ambient";
 inline constexpr std::string_view kDataplaneModeNone = "none";
 inline constexpr std::string_view kRedirectionEnabled = "enabled";
@@ -32,12 +32,12 @@ inline constexpr std::string_view kRedirectionDisabled = "disabled";
 inline constexpr std::string_view kPhaseRunning = "Running";
 inline constexpr std::string_view kPhaseSucceeded = "Succeeded";
 inline constexpr std::string_view kPhaseFailed = "Failed";
-}  // namespace kube
+}  // namespace enrollment
 
 struct DesiredOptions {
   // istio-cni's EXCLUDE_NAMESPACES (chart default [kube-system]); --exclude-namespaces.
   std::vector<std::string> exclude_namespaces = {"kube-system"};
-  // A pod is judged only once it has run this long (and its sandbox existed this long), so a pod
+  // A pod is judged only once it (and its CRI sandbox) has existed this long, so a pod
   // being set up is not a finding; also how long a `pending` annotation without rules, or an
   // annotation outliving a removal, may last (--enrollment-grace).
   int64_t enrollment_grace_ms = 30'000;
@@ -82,7 +82,7 @@ enum class JudgeBlock : uint8_t {
   kTerminating,  // deletionTimestamp set
   kNotRunning,   // Pending, Unknown or no phase yet
   kNoIp,         // no status.podIPs / podIP yet
-  kAgeUnknown,   // no start or creation time, or no snapshot time
+  kAgeUnknown,   // no creation time, or no snapshot time
   kYoung,        // younger than the grace period (pod or its sandbox)
 };
 std::string_view JudgeBlockName(JudgeBlock block);
