@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <array>
 #include <map>
+#include <set>
 #include <string>
 
 namespace ad {
@@ -106,7 +107,8 @@ void FillNetns(NetnsPairing& pairing, const NodeSnapshot& snapshot, uint64_t ino
   }
 }
 
-// The newest ready sandbox of the UID with a resolved netns (a re-made sandbox replaces the old).
+// The newest ready sandbox of the UID (CRI lists ready ones only; a re-made sandbox replaces the
+// old one).
 const PodIdentity* CriSandbox(const NodeSnapshot& snapshot, std::string_view uid) {
   const PodIdentity* best = nullptr;
   for (const PodIdentity& pod : snapshot.cri.pods) {
@@ -148,8 +150,8 @@ NetnsPairing PairByCri(const KubePod& pod, const NodeSnapshot& snapshot) {
 // istio-cni's own netns scan (istio#61211): a netns is the pod's when an interface in it holds one
 // of the pod's IPs. Two netns holding them (a leaked netns with a reused IP) pair nothing.
 NetnsPairing PairByIp(const KubePod& pod, const NodeSnapshot& snapshot, const std::string& note) {
-  std::map<std::string, std::string> wanted;  // canonical -> as the API spells it
-  for (const std::string& ip : pod.pod_ips) wanted[CanonicalIp(ip)] = ip;
+  std::set<std::string> wanted;  // canonical spellings
+  for (const std::string& ip : pod.pod_ips) wanted.insert(CanonicalIp(ip));
   std::map<size_t, std::string> hits;  // netns index -> "10.0.0.5 on eth0"
   for (size_t i = 0; i < snapshot.netns.size(); ++i) {
     const NetnsSnapshot& netns = snapshot.netns[i];
