@@ -418,6 +418,27 @@ TEST(DesiredChecks, ControlsRaiseNothing) {
   quiet(pod, "hostNetwork pod");
 }
 
+TEST(DesiredChecks, StoriesOfQuietPods) {
+  NodeSnapshot node = Node();
+  AddPod(node, BareNetns("/run/netns/a", 4026532001, "10.0.0.5"), "uid-a", "a");
+  KubePod pod = Pod("a", "uid-a", "10.0.0.5");
+  pod.dataplane_mode = "none";
+  pod.redirection = "disabled";
+  DesiredAnalysis result = Desired(node, View({pod}));
+  ASSERT_EQ(result.pods.size(), 1u);
+  const PodStory& story = result.pods[0];
+  EXPECT_EQ(story.verdict, "not in the mesh, as intended");
+  EXPECT_EQ(story.desired.reason, DesiredReason::kPodOptedOut);
+  EXPECT_EQ(story.pairing.method, PairMethod::kCriSandbox);
+  EXPECT_EQ(story.redirect, RedirectSeen::kAbsent);
+  EXPECT_FALSE(story.finding.has_value());
+  EXPECT_TRUE(Contains(story.notes, "only Istio 1.21 and older read"));
+  pod = Pod("a", "uid-a", "10.0.0.5");
+  pod.phase = "Pending";
+  result = Desired(node, View({pod}));
+  EXPECT_EQ(result.pods[0].verdict, "not judged: the pod is Pending");
+}
+
 TEST(DesiredChecks, MissingDataRaisesNothing) {
   NodeSnapshot node = Node();
   AddPod(node, BareNetns("/run/netns/a", 4026532001, "10.0.0.5"), "uid-a", "a");
