@@ -156,7 +156,9 @@ struct KubeSnapshot {
   std::vector<KubePod> pods;
   std::vector<KubeNamespace> namespaces;
   std::optional<KubeNode> node;
-  // Bumped on every change to the data or the status: equal generations mean equal snapshots.
+  // Bumped on every change to the pods, namespaces or node and on every change of health (a
+  // reason set or cleared, a collection synced). Bookmarks and counters alone do not bump it, so
+  // a quiet cluster does not make a consumer recompute: equal generations mean equal data.
   uint64_t generation = 0;
 };
 
