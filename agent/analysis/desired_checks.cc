@@ -360,6 +360,33 @@ std::vector<Finding> DesiredStateFindings(const NodeSnapshot& snapshot, const Ku
   return AnalyzeDesired(snapshot, netns, kube, options).findings;
 }
 
+const PodStory* FindStory(const DesiredAnalysis& desired, std::string_view pod) {
+  auto it = std::find_if(desired.pods.begin(), desired.pods.end(),
+                         [pod](const PodStory& story) { return story.pod == pod; });
+  return it == desired.pods.end() ? nullptr : &*it;
+}
+
+DesiredCounts CountDesired(const DesiredAnalysis& desired) {
+  DesiredCounts counts;
+  for (const PodStory& story : desired.pods) {
+    if (story.judge.block == JudgeBlock::kOtherNode || story.judge.block == JudgeBlock::kTerminal) {
+      continue;
+    }
+    switch (story.desired.state) {
+      case DesiredState::kAmbient:
+        ++counts.ambient;
+        break;
+      case DesiredState::kNotAmbient:
+        ++counts.not_ambient;
+        break;
+      case DesiredState::kUnknown:
+        ++counts.unknown;
+        break;
+    }
+  }
+  return counts;
+}
+
 void AddDesiredEvidence(const DesiredAnalysis& desired, std::vector<Finding>& findings) {
   static constexpr FindingCode kOwn[] = {
       FindingCode::kPodNotEnrolled, FindingCode::kEnrollmentAnnotationStale,

@@ -170,6 +170,19 @@ DesiredAnalysis AnalyzeDesired(const NodeSnapshot& snapshot,
 std::vector<Finding> DesiredStateFindings(const NodeSnapshot& snapshot, const KubeSnapshot& kube,
                                           const DesiredOptions& options);
 
+// The story of pod "namespace/name" in `desired`, or nullptr (`explain pod`).
+const PodStory* FindStory(const DesiredAnalysis& desired, std::string_view pod);
+
+// Pods by desired state, counting only this node's pods that are not terminal (the
+// `ambient_doctor_pods_desired{state}` gauge: ambient, not_ambient; unknown while a namespace is
+// not yet known).
+struct DesiredCounts {
+  size_t ambient = 0;
+  size_t not_ambient = 0;
+  size_t unknown = 0;
+};
+DesiredCounts CountDesired(const DesiredAnalysis& desired);
+
 // Appends the pod's desired state to the evidence of `findings` in netns paired with a pod
 // (INCOMPLETE_RULESET, ZTUNNEL_LISTENERS_MISSING, ZDS_* keep their codes; the line says whether
 // the pod should be in the mesh at all).

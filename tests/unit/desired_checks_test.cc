@@ -661,13 +661,34 @@ TEST(DesiredChecks, OtherFindingsOfAPairedNetnsGetTheDesiredState) {
   incomplete.netns_inode = 4026532001;
   Finding elsewhere = incomplete;
   elsewhere.netns_inode = 4026532999;
-  std::vector<Finding> findings = {incomplete, elsewhere};
+  Finding own = incomplete;
+  own.code = FindingCode::kPodNotEnrolled;  // its evidence tells the story already
+  std::vector<Finding> findings = {incomplete, elsewhere, own};
   AddDesiredEvidence(result, findings);
+  EXPECT_TRUE(findings[2].evidence.empty());
   ASSERT_EQ(findings[0].evidence.size(), 1u);
   EXPECT_NE(findings[0].evidence[0].find("desired state of pod demo/a (Kubernetes API): ambient"),
             std::string::npos)
       << findings[0].evidence[0];
   EXPECT_TRUE(findings[1].evidence.empty());
+}
+
+TEST(DesiredChecks, StoriesByNameAndCountsByDesiredState) {
+  NodeSnapshot node = Node();
+  KubePod done = Pod("job", "uid-j", "10.0.0.8");
+  done.phase = "Succeeded";
+  KubePod elsewhere = Pod("far", "uid-f", "10.0.0.9");
+  elsewhere.node_name = "n2";
+  const DesiredAnalysis result =
+      Desired(node, View({Pod("a", "uid-a", "10.0.0.5"), Pod("b", "uid-b", "10.0.0.6", "plain"),
+                          Pod("c", "uid-c", "10.0.0.7", "new"), done, elsewhere}));
+  ASSERT_NE(FindStory(result, "plain/b"), nullptr);
+  EXPECT_EQ(FindStory(result, "plain/b")->uid, "uid-b");
+  EXPECT_EQ(FindStory(result, "plain/x"), nullptr);
+  const DesiredCounts counts = CountDesired(result);
+  EXPECT_EQ(counts.ambient, 1u);
+  EXPECT_EQ(counts.not_ambient, 1u);
+  EXPECT_EQ(counts.unknown, 1u);  // namespace "new" not known yet
 }
 
 TEST(DesiredChecks, TheTableRowsOfTheNewCodes) {
