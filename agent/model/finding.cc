@@ -255,6 +255,45 @@ constexpr std::array<FindingCodeInfo, kFindingCodeCount> kFindingCodes = {{
      "from the node on 15012, and the CA's health. Restarting ztunnel re-requests every "
      "certificate.",
      "AmbientZtunnelCertUnhealthy", "docs/runbooks/AmbientZtunnelCertUnhealthy.md"},
+    // Desired state (Kubernetes API) versus the node:
+    {kPodNotEnrolled, "POD_NOT_ENROLLED", Severity::kCritical,
+     "A running pod that Istio's enrollment predicate puts in ambient (pod or namespace label "
+     "istio.io/dataplane-mode=ambient, not opted out, not hostNetwork, sidecar or excluded) has "
+     "no Istio redirect in its netns and no enabled/pending ambient.istio.io/redirection "
+     "annotation, past the enrollment grace period.",
+     "istio-cni never enrolled the pod: the label came after the pod's CNI ADD and the node agent "
+     "missed the update, istio-cni was not in the CNI chain when the sandbox started "
+     "(CNI_CHAIN_BROKEN, istio#55968), or the node agent hung in the ZDS deadlock fixed in "
+     "1.29.6/1.30.3 (istio#60786). Read the istio-cni node agent's log for the pod, fix that "
+     "cause, then delete the pod so it is re-created and enrolled.",
+     "AmbientPodNotEnrolled", "docs/runbooks/AmbientPodNotEnrolled.md"},
+    {kEnrollmentAnnotationStale, "ENROLLMENT_ANNOTATION_STALE", Severity::kCritical,
+     "The pod's ambient.istio.io/redirection annotation says enabled (or pending longer than "
+     "the grace period) but its current netns has no Istio in-pod redirect at all: istiod "
+     "advertises it as HBONE while nothing captures its traffic (istio#61182).",
+     "Peers' HBONE connections to the pod's 15008 are refused and its own traffic bypasses "
+     "ztunnel. Usually the sandbox was re-created under the same pod UID without istio-cni "
+     "re-enrolling it (a CNI ADD that never reached istio-cni, or enrollment cut off after the "
+     "annotation was written). Delete the pod so it is re-created and enrolled; restarting the "
+     "istio-cni node agent re-runs its startup reconcile.",
+     "AmbientPodNotEnrolled", "docs/runbooks/AmbientPodNotEnrolled.md"},
+    {kPodEnrolledAgainstIntent, "POD_ENROLLED_AGAINST_INTENT", Severity::kWarning,
+     "A pod's netns holds Istio in-pod redirect rules although Istio's predicate keeps it out of "
+     "ambient: labelled istio.io/dataplane-mode=none, sidecar-injected, hostNetwork (with a "
+     "selector that would enrol it otherwise), or in an excluded namespace.",
+     "istio-cni enrolled a pod it must not capture: 1.27.0-1.30.3 enrol hostNetwork pods "
+     "(istio#61168), node agents before 1.30 ignore EXCLUDE_NAMESPACES (istio#59471), or the "
+     "opt-out came after enrollment and the removal did not run. Restart the pod so its CNI ADD "
+     "applies the current intent, and upgrade istio-cni for the hostNetwork case."},
+    {kZtunnelNetnsStale, "ZTUNNEL_NETNS_STALE", Severity::kCritical,
+     "ztunnel keeps state for the pod's UID and holds a netns that no live pod has, but not the "
+     "pod's current sandbox netns: it serves the pod's previous netns (istio#61182, the check "
+     "of istio PR #61183 done from outside).",
+     "The pod's sandbox was re-created under the same UID and the new netns was never handed to "
+     "ztunnel, so the pod's traffic is not proxied (or black-holed where its rules exist). "
+     "Delete the pod so it is re-created and handed over afresh; restarting ztunnel on the node "
+     "releases the stale netns.",
+     "AmbientZtunnelNetnsStale", "docs/runbooks/AmbientZtunnelNetnsStale.md"},
 }};
 
 // A row is missing, out of place or incomplete: the build fails here, not at run time.

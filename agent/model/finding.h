@@ -51,6 +51,11 @@ enum class FindingCode : uint8_t {
   // ztunnel health:
   kZtunnelResourcePressure,
   kZtunnelCertUnhealthy,
+  // Desired state (Kubernetes API) versus the node:
+  kPodNotEnrolled,
+  kEnrollmentAnnotationStale,
+  kPodEnrolledAgainstIntent,
+  kZtunnelNetnsStale,
   // Not a code: the number of codes. Keep it last. finding.cc's table has one row per code, in
   // this order, and a static_assert fails the build when a row is missing or out of place.
   kCount,
