@@ -16,6 +16,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -31,6 +32,7 @@
 #include "ambientdoctor/v1/ambient_doctor.grpc.pb.h"
 #include "analysis/analysis.h"
 #include "api/health_service.h"
+#include "api/kube_proto.h"
 #include "api/report_proto.h"
 #include "base/thread_name.h"
 #include "base/unique_fd.h"
@@ -196,7 +198,18 @@ std::map<SourceKind, std::string> SourcesOf(const EngineStep& step) {
   note(s.cri.errors);
   for (const ZtunnelAdminState& z : s.ztunnels) note(z.errors);
   for (const NetnsSnapshot& ns : s.netns) note(ns.errors);
+  if (s.kube && s.kube->status.enabled) {
+    sources[SourceKind::kKubeApi];
+    if (auto error = KubeApiError(s.kube->status)) note({*error});
+  }
   return sources;
+}
+
+// A Kubernetes object name or namespace as GetPod accepts it: DNS-1123 characters, at most 253.
+bool ValidObjectName(const std::string& name) {
+  return !name.empty() && name.size() <= 253 && std::all_of(name.begin(), name.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '.';
+  });
 }
 
 }  // namespace
@@ -318,6 +331,7 @@ struct ApiServer::Impl final : pb::AmbientDoctor::Service {
   std::shared_ptr<const ResultHub> hub;
   std::shared_ptr<const FlowHub> flows;  // null: this server has no flow tracer
   NetnsReader netns_reader;
+  PodLocator pod_locator;
   std::unique_ptr<grpc::Server> server;
   HealthService health;  // grpc.health.v1 (sync: no callback completion-queue threads)
   int tcp_port = 0;
@@ -463,7 +477,8 @@ struct ApiServer::Impl final : pb::AmbientDoctor::Service {
     }
     const EngineStep& step = latest->step;
     *reply = BuildReport(step.snapshot, step.analysis,
-                         ReportHistory{&step.finding_records, step.recently_resolved.get()});
+                         ReportHistory{&step.finding_records, step.recently_resolved.get()},
+                         step.desired.get());
     FillDaemonOrigin(*latest, reply->mutable_origin());
     return grpc::Status::OK;
   }
@@ -503,6 +518,10 @@ struct ApiServer::Impl final : pb::AmbientDoctor::Service {
         reply->set_cni_conf_dir_source(std::string(CniDirOriginName(cni.dir_origin)));
         reply->set_cni_not_judged(cni.not_judged);
       }
+      if (latest->step.snapshot.kube) {
+        *reply->mutable_kubernetes() =
+            BuildKubernetes(latest->step.snapshot, latest->step.desired.get());
+      }
     }
     std::lock_guard lock(status_mutex);
     for (const auto& [trigger, count] : scans_by_trigger) {
@@ -518,6 +537,55 @@ struct ApiServer::Impl final : pb::AmbientDoctor::Service {
       source->set_errors_total(health.errors_total);
     }
     return grpc::Status::OK;
+  }
+
+  grpc::Status GetPod(grpc::ServerContext* context, const pb::GetPodRequest* request,
+                      pb::PodReport* reply) override {
+    if (!ValidObjectName(request->namespace_()) || !ValidObjectName(request->name())) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          "namespace and name must be non-empty Kubernetes names");
+    }
+    if (DeadlinePassed(context)) {
+      return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "deadline passed before GetPod");
+    }
+    const auto latest = hub->Latest();
+    if (!latest) {
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE, "no scan has completed yet; retry");
+    }
+    const EngineStep& step = latest->step;
+    *reply = BuildPodReport(step.snapshot, step.analysis, step.desired.get(), &step.finding_records,
+                            request->namespace_(), request->name());
+    if (reply->location() == "unknown") {
+      const PodLocation where = pod_locator
+                                    ? pod_locator(request->namespace_(), request->name())
+                                    : PodLocation{.error = "this server does not ask the API"};
+      FillPodLocation(
+          where.found, where.not_found, where.node_name, where.error,
+          reply->kubernetes().node().empty() ? step.snapshot.node_name : reply->kubernetes().node(),
+          *reply);
+    }
+    if (reply->has_netns()) AddPodFlows(reply->netns().inode(), *reply);
+    FillDaemonOrigin(*latest, reply->mutable_origin());
+    return grpc::Status::OK;
+  }
+
+  // The pod netns's open flows and its most recent closed ones (the tracer's view).
+  void AddPodFlows(uint32_t inode, pb::PodReport& reply) {
+    if (!flows) return;
+    const auto view = flows->Latest().view;
+    const auto names = NetnsNames();
+    for (const Flow& flow : view->open) {
+      if (flow.netns_inode == inode) *reply.add_flows() = BuildFlow(flow, "current", names);
+    }
+    constexpr size_t kRecentClosed = 20;
+    std::vector<const Flow*> closed;
+    for (auto it = view->closed.rbegin();
+         it != view->closed.rend() && closed.size() < kRecentClosed; ++it) {
+      if (it->netns_inode == inode) closed.push_back(&*it);
+    }
+    for (auto it = closed.rbegin(); it != closed.rend(); ++it) {
+      *reply.add_flows() = BuildFlow(**it, "close", names);
+    }
   }
 
   grpc::Status GetNetnsRules(grpc::ServerContext* context, const pb::GetNetnsRulesRequest* request,
@@ -813,7 +881,8 @@ struct ApiServer::Impl final : pb::AmbientDoctor::Service {
 Result<std::unique_ptr<ApiServer>> ApiServer::Start(ApiServerOptions options,
                                                     std::shared_ptr<const ResultHub> hub,
                                                     NetnsReader netns_reader,
-                                                    std::shared_ptr<const FlowHub> flows) {
+                                                    std::shared_ptr<const FlowHub> flows,
+                                                    PodLocator pod_locator) {
   if (!hub) return ApiError("no result hub");
   const bool with_unix = !options.socket_path.empty();
   const bool with_tcp = !options.tcp_address.empty();
@@ -853,6 +922,7 @@ Result<std::unique_ptr<ApiServer>> ApiServer::Start(ApiServerOptions options,
   impl->hub = std::move(hub);
   impl->netns_reader = std::move(netns_reader);
   impl->flows = std::move(flows);
+  impl->pod_locator = std::move(pod_locator);
 
   grpc::EnableDefaultHealthCheckService(false);  // ours: api/health_service.h
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();

@@ -17,6 +17,7 @@
 #include <string>
 #include <string_view>
 
+#include "engine/kube_link.h"
 #include "engine/result_hub.h"
 #include "flows/flow_hub.h"
 #include "model/result.h"
@@ -63,6 +64,11 @@ struct NetnsQuery {
 // Reads one netns now (on the caller's thread; the reader does its own worker/NetnsGuard work).
 using NetnsReader = std::function<Result<NetnsSnapshot>(const NetnsQuery&)>;
 
+// GetPod, for a pod this node does not list: where the Kubernetes API says it runs
+// (KubeLink::Locate). Unset: GetPod says the API could not be asked.
+using PodLocator =
+    std::function<PodLocation(const std::string& namespace_name, const std::string& name)>;
+
 struct ApiServerCounters {
   int active_streams = 0;
   uint64_t streams_dropped = 0;  // ended with RESOURCE_EXHAUSTED or cancelled as stuck
@@ -79,7 +85,8 @@ class ApiServer {
   static Result<std::unique_ptr<ApiServer>> Start(ApiServerOptions options,
                                                   std::shared_ptr<const ResultHub> hub,
                                                   NetnsReader netns_reader,
-                                                  std::shared_ptr<const FlowHub> flows = nullptr);
+                                                  std::shared_ptr<const FlowHub> flows = nullptr,
+                                                  PodLocator pod_locator = {});
   ~ApiServer();  // Shutdown() with a short grace
   ApiServer(const ApiServer&) = delete;
   ApiServer& operator=(const ApiServer&) = delete;

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 
+#include "api/kube_proto.h"
 #include "report/report_policy.h"
 
 namespace ad::api {
@@ -372,7 +373,7 @@ pb::NetnsEntry BuildNetnsEntry(const NetnsSnapshot& ns, const NetnsClassificatio
 }
 
 pb::Report BuildReport(const NodeSnapshot& snapshot, const NodeAnalysis& analysis,
-                       const ReportHistory& history) {
+                       const ReportHistory& history, const DesiredAnalysis* desired) {
   pb::Report report;
   report.set_schema(kReportSchema);
   FillNode(snapshot, report.mutable_node());
@@ -393,6 +394,7 @@ pb::Report BuildReport(const NodeSnapshot& snapshot, const NodeAnalysis& analysi
       *report.add_recently_resolved() = BuildFinding(r);
     }
   }
+  if (snapshot.kube) *report.mutable_kubernetes() = BuildKubernetes(snapshot, desired);
   return report;
 }
 

@@ -8,6 +8,7 @@
 
 #include "ambientdoctor/v1/ambient_doctor.pb.h"
 #include "analysis/analysis.h"
+#include "analysis/desired_state.h"
 #include "analysis/history.h"
 #include "engine/result_hub.h"
 #include "model/snapshot.h"
@@ -25,8 +26,10 @@ struct ReportHistory {
   const std::vector<FindingRecord>* recently_resolved = nullptr;
 };
 
+// `desired`: the step's desired-state analysis (nullptr: none ran); the report's kubernetes
+// section is filled whenever the snapshot has a Kubernetes view.
 pb::Report BuildReport(const NodeSnapshot& snapshot, const NodeAnalysis& analysis,
-                       const ReportHistory& history = {});
+                       const ReportHistory& history = {}, const DesiredAnalysis* desired = nullptr);
 pb::Finding BuildFinding(const Finding& finding);
 pb::Finding BuildFinding(const FindingRecord& record);
 pb::NetnsEntry BuildNetnsEntry(const NetnsSnapshot& netns, const NetnsClassification& c,

@@ -23,6 +23,8 @@ Commands:
   report     Print the node's report: the daemon's (with history) when it answers on
              --api-socket, else a local scan of every network namespace (exit 0 healthy,
              1 findings at warning or above, 2 scan failed).
+  explain    explain pod NAMESPACE/NAME: one pod's whole story on this node (should it be in
+             the mesh and why, its netns, rules, ZDS hand-off, listeners, flows, findings).
   watch      Print one line per finding opened or resolved: the daemon's stream, else
              periodic local rescans.
   serve      Run as the node daemon: scan at start and on an interval, keep finding history,
@@ -47,6 +49,7 @@ int Main(int argc, char** argv) {
   std::string command = args[0];
   args.erase(args.begin());
   if (command == "report") return RunReport(args);
+  if (command == "explain") return RunExplain(args);
   if (command == "watch") return RunWatch(args);
   if (command == "serve") return RunServe(args, kVersion);
   if (command == "rules") return RunRules(args);

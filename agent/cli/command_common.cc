@@ -183,9 +183,44 @@ std::optional<int64_t> PositiveDuration(const std::string& name, const std::stri
   return value;
 }
 
+// The Kubernetes API source and the desired-state checks.
+void AddKubeFlags(FlagSet& flags, ScanConfig& config) {
+  flags.Add(
+      {.name = "kubeconfig",
+       .value_name = "FILE",
+       .default_text = "in-cluster",
+       .help = "Read the Kubernetes API with this kubeconfig (its current context) instead of "
+               "the in-cluster service account (KUBERNETES_SERVICE_HOST/_PORT and "
+               "/var/run/secrets/kubernetes.io/serviceaccount). Only GET requests are sent."},
+      &config.kube.kubeconfig);
+  flags.Add({.name = "node-name",
+             .value_name = "NAME",
+             .default_text = "$NODE_NAME, else the hostname",
+             .help = "This node's name in the Kubernetes API (its pods are listed with "
+                     "spec.nodeName=NAME)."},
+            &config.engine.node_name);
+  flags.Add({.name = "no-kube-api",
+             .help = "Do not read the Kubernetes API: no desired state (POD_NOT_ENROLLED, "
+                     "ENROLLMENT_ANNOTATION_STALE, POD_ENROLLED_AGAINST_INTENT, "
+                     "ZTUNNEL_NETNS_STALE) and no `explain pod`."},
+            &config.no_kube_api);
+  flags.Add({.name = "enrollment-grace",
+             .value_name = "DURATION",
+             .help = "Judge a pod's enrollment only once it (and its sandbox) is this old, so a "
+                     "pod being set up is not a finding."},
+            &config.enrollment_grace);
+  flags.Add({.name = "exclude-namespaces",
+             .value_name = "NS",
+             .default_text = "kube-system",
+             .help = "Namespaces istio-cni never enrolls (its EXCLUDE_NAMESPACES; repeat or "
+                     "comma-separate). Giving the flag replaces the default."},
+            &config.engine.desired.exclude_namespaces);
+}
+
 void AddScanFlags(FlagSet& flags, ScanConfig& config) {
   AddDiscoveryFlags(flags, config);
   AddNodeSourceFlags(flags, config);
+  AddKubeFlags(flags, config);
   AddCommonFlags(flags, config.common);
   flags.Add({.name = "workers",
              .value_name = "N",
@@ -233,6 +268,20 @@ std::optional<std::string> FinishScanConfig(ScanConfig& scan) {
     config.cni_conf_dir_given = true;
   }
   config.nft_userspace = !scan.no_nft_probe;
+  const auto grace = ParseDurationMs(scan.enrollment_grace);
+  if (!grace || *grace < 0) return "--enrollment-grace needs a duration such as 30s";
+  config.desired.enrollment_grace_ms = *grace;
+  std::vector<std::string> excluded;  // "a,b" and repeated flags alike
+  for (const std::string& value : config.desired.exclude_namespaces) {
+    for (size_t start = 0; start <= value.size();) {
+      const size_t comma = std::min(value.find(',', start), value.size());
+      if (comma > start) excluded.push_back(value.substr(start, comma - start));
+      start = comma + 1;
+    }
+  }
+  config.desired.exclude_namespaces = std::move(excluded);
+  scan.kube.enabled = !scan.no_kube_api;
+  scan.kube.node_name = config.node_name;
   return std::nullopt;
 }
 
@@ -361,7 +410,12 @@ constexpr const char* kScanScopeFlags[] = {"lab",
                                            "probe-path-threshold",
                                            "cni-conf-dir",
                                            "no-nft-probe",
-                                           "cert-expiry-warning"};
+                                           "cert-expiry-warning",
+                                           "kubeconfig",
+                                           "node-name",
+                                           "no-kube-api",
+                                           "enrollment-grace",
+                                           "exclude-namespaces"};
 
 }  // namespace
 

@@ -3,6 +3,7 @@
 // choice and a few output helpers.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -12,6 +13,7 @@
 #include "cli/flags.h"
 #include "client/api_client.h"
 #include "engine/engine.h"
+#include "engine/kube_link.h"
 
 namespace ad::cli {
 
@@ -45,6 +47,11 @@ struct ScanConfig {
   std::string zds_stall_threshold = "30s";
   std::string cert_expiry_warning = "1h";
   std::string color = "auto";
+  // The Kubernetes API source (desired state): --kubeconfig, --node-name, --no-kube-api,
+  // --enrollment-grace, --exclude-namespaces.
+  KubeSourceConfig kube;
+  bool no_kube_api = false;
+  std::string enrollment_grace = "30s";
 };
 
 // --local and --api-socket: whether and where to ask the daemon.
@@ -52,6 +59,9 @@ struct ClientConfig {
   bool local = false;
   std::string api_socket = client::kDefaultApiSocket;
 };
+
+// How long a one-shot command waits for the Kubernetes API source's first lists.
+inline constexpr std::chrono::milliseconds kKubeSyncWait{10000};
 
 // Port numbers as flag values (a repeatable port flag's default).
 std::vector<std::string> PortTexts(const std::vector<uint16_t>& ports);
@@ -104,7 +114,23 @@ void LogFallback(const DaemonChoice& choice, const std::string& what);
 DaemonChoice ChooseDaemon(const FlagSet& flags, const ClientConfig& config,
                           const std::string& command, bool scoped = true);
 
+// One pod by namespace and name (`report --pod`, `explain pod`).
+struct PodQuery {
+  std::string namespace_name;
+  std::string name;
+};
+// "NAMESPACE/NAME", or NAME with `namespace_name` (-n); nullopt when neither form fits (or -n
+// contradicts the namespace in the name).
+std::optional<PodQuery> ParsePodQuery(const std::string& pod, const std::string& namespace_name);
+// The pod's story: the daemon's GetPod when it answers, else a local scan with the API source.
+int RunPodStory(ScanConfig& scan, const ClientConfig& client, const FlagSet& flags,
+                const PodQuery& query, const std::string& command);
+// `report` with --pod preset (explain pod NAMESPACE/NAME [flags]).
+int RunReportForPod(const std::string& pod, const std::vector<std::string>& args,
+                    const std::string& command);
+
 // The commands (one file each).
+int RunExplain(const std::vector<std::string>& args);
 int RunReport(const std::vector<std::string>& args);
 int RunWatch(const std::vector<std::string>& args);
 int RunServe(const std::vector<std::string>& args, const std::string& version);

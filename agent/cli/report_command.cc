@@ -19,6 +19,8 @@ struct ReportConfig {
   ScanConfig scan;
   ClientConfig client;
   bool istio_only = false;
+  std::string pod;            // --pod: one pod's story instead of the node's report
+  std::string pod_namespace;  // -n
 };
 
 int PrintReport(const pb::Report& report, const ReportConfig& config) {
@@ -33,10 +35,9 @@ int PrintReport(const pb::Report& report, const ReportConfig& config) {
   return ReportExitCode(report);
 }
 
-}  // namespace
-
-int RunReport(const std::vector<std::string>& args) {
-  FlagSet flags("report", "[flags]",
+int RunReportCommand(const std::vector<std::string>& args, const std::string* pod_arg,
+                     const std::string& command) {
+  FlagSet flags(command, pod_arg != nullptr ? "pod NAMESPACE/NAME [flags]" : "[flags]",
                 "Asks the node daemon (serve) on --api-socket for its latest report, with finding "
                 "history (first/last seen, recently resolved; ZDS hand-offs aged into "
                 "ZDS_STALL). Without a daemon that answers, with --local, or with scan-scope "
@@ -53,7 +54,32 @@ int RunReport(const std::vector<std::string>& args) {
   AddClientFlags(flags, config.client);
   flags.Add({.name = "istio-only", .help = "Hide netns without Istio state and without findings."},
             &config.istio_only);
+  flags.Add({.name = "pod",
+             .value_name = "NAMESPACE/NAME",
+             .help = "One pod's whole story on this node instead of the node's report (as "
+                     "`explain pod`): desired state and why, netns pairing, rules per backend, "
+                     "ZDS hand-off, listeners, recent flows, findings with fixes, a verdict. Exit "
+                     "2 when the pod runs on another node (named) or does not exist."},
+            &config.pod);
+  flags.Add({.name = "namespace",
+             .short_name = 'n',
+             .value_name = "NAMESPACE",
+             .help = "The namespace of --pod NAME."},
+            &config.pod_namespace);
   if (auto rc = ParseScanCommand(flags, args, config.scan)) return *rc;
+  if (pod_arg != nullptr) config.pod = *pod_arg;
+  if (!config.pod.empty() || !config.pod_namespace.empty()) {
+    const std::optional<PodQuery> query = ParsePodQuery(config.pod, config.pod_namespace);
+    if (!query) {
+      std::fprintf(stderr,
+                   "ambient-doctor %s: give the pod as NAMESPACE/NAME or as NAME with -n "
+                   "NAMESPACE (got \"%s\"%s)\n",
+                   command.c_str(), config.pod.c_str(),
+                   config.pod_namespace.empty() ? "" : (", -n " + config.pod_namespace).c_str());
+      return kExitScanFailed;
+    }
+    return RunPodStory(config.scan, config.client, flags, *query, command);
+  }
   DaemonChoice daemon = ChooseDaemon(flags, config.client, "report");
   if (daemon.refused) return kExitScanFailed;
   if (daemon.client) {
@@ -75,18 +101,32 @@ int RunReport(const std::vector<std::string>& args) {
     spdlog::warn("not running as root: entering other network namespaces will likely fail");
   }
   config.scan.engine.analysis.history_known = false;  // one step: nothing seen before
+  const std::unique_ptr<KubeLink> kube = KubeLink::Start(config.scan.kube);
+  (void)kube->WaitSynced(kKubeSyncWait);  // the report says why when it did not sync
   Engine engine(std::move(config.scan.engine));
+  engine.set_kube_view([&kube] { return kube->View(); });
   const EngineStep step = engine.Step();
   if (!step.usable) {
     ExplainUnusableScan(step.snapshot);
     return kExitScanFailed;
   }
-  pb::Report report = api::BuildReport(step.snapshot, step.analysis);
+  pb::Report report = api::BuildReport(step.snapshot, step.analysis, {}, step.desired.get());
   pb::ReportOrigin* origin = report.mutable_origin();
   origin->set_source("local");
   origin->set_api_socket(daemon.socket);
   origin->set_fallback_reason(daemon.fallback_reason);
   return PrintReport(report, config);
+}
+
+}  // namespace
+
+int RunReport(const std::vector<std::string>& args) {
+  return RunReportCommand(args, nullptr, "report");
+}
+
+int RunReportForPod(const std::string& pod, const std::vector<std::string>& args,
+                    const std::string& command) {
+  return RunReportCommand(args, &pod, command);
 }
 
 }  // namespace ad::cli

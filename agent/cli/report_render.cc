@@ -351,6 +351,7 @@ std::string RenderReportTable(const pb::Report& report, const RenderOptions& opt
     out += Paint(color, kBold, "CNI chain not judged: ") + node.cni().not_judged() + "\n";
   }
 
+  if (report.has_kubernetes()) out += KubernetesLine(report.kubernetes(), color);
   if (node.zds_collected()) out += "\n" + RenderNodeSection(node, color);
 
   // Netns table. The pod and ZDS columns appear only when their sources ran.
@@ -410,26 +411,50 @@ std::string RenderReportTable(const pb::Report& report, const RenderOptions& opt
     return out + RecentlyResolvedSection(report, options);
   }
   out += Paint(color, kBold, "FINDINGS") + "\n";
-  for (const pb::Finding& f : report.findings()) {
-    out += Paint(color, SeverityColor(f.severity()), Pad(Upper(f.severity()), 8)) + " " +
-           Paint(color, kBold, f.code());
-    if (const std::string netns = NetnsText(f.netns()); !netns.empty()) out += "  " + netns;
-    if (f.has_pod() && !f.pod().empty()) out += "  pod " + f.pod();
-    out += "\n    " + f.summary() + "\n";
-    if (f.has_since_unix_ms() && f.since_unix_ms() > 0) {
-      out += Paint(color, kDim, "    | ") + "first seen " + FormatUnixMs(Ms(f.since_unix_ms()));
-      // With daemon history the condition's age is known: say it.
-      if (f.has_first_seen_unix_ms()) {
-        out +=
-            " (" + FormatDuration(std::max<int64_t>(0, taken_at - Ms(f.since_unix_ms()))) + " ago)";
-      }
-      out += "\n";
-    }
-    out += HistoryLine(f, taken_at, color);
-    for (const auto& e : f.evidence()) out += Paint(color, kDim, "    | ") + e + "\n";
-    if (!f.hint().empty()) out += "    hint: " + f.hint() + "\n";
-  }
+  for (const pb::Finding& f : report.findings()) out += RenderFindingBlock(f, taken_at, color);
   return out + RecentlyResolvedSection(report, options);
+}
+
+std::string RenderFindingBlock(const pb::Finding& f, int64_t taken_at, bool color) {
+  std::string out = Paint(color, SeverityColor(f.severity()), Pad(Upper(f.severity()), 8)) + " " +
+                    Paint(color, kBold, f.code());
+  if (const std::string netns = NetnsText(f.netns()); !netns.empty()) out += "  " + netns;
+  if (f.has_pod() && !f.pod().empty()) out += "  pod " + f.pod();
+  out += "\n    " + f.summary() + "\n";
+  if (f.has_since_unix_ms() && f.since_unix_ms() > 0) {
+    out += Paint(color, kDim, "    | ") + "first seen " + FormatUnixMs(Ms(f.since_unix_ms()));
+    // With daemon history the condition's age is known: say it.
+    if (f.has_first_seen_unix_ms()) {
+      out +=
+          " (" + FormatDuration(std::max<int64_t>(0, taken_at - Ms(f.since_unix_ms()))) + " ago)";
+    }
+    out += "\n";
+  }
+  out += HistoryLine(f, taken_at, color);
+  for (const auto& e : f.evidence()) out += Paint(color, kDim, "    | ") + e + "\n";
+  if (!f.hint().empty()) out += "    hint: " + f.hint() + "\n";
+  return out;
+}
+
+std::string KubernetesLine(const pb::Kubernetes& kube, bool color) {
+  std::string out = Paint(color, kBold, "kubernetes: ");
+  if (!kube.enabled()) return out + "off (--no-kube-api): desired state not judged\n";
+  if (!kube.not_judged().empty()) {
+    return out + Paint(color, kYellow, "desired state not judged: ") + kube.not_judged() + "\n";
+  }
+  const pb::DesiredCounts& desired = kube.pods_desired();
+  out += kube.server() + ", node " + kube.node() + "  ·  pods meant for ambient " +
+         std::to_string(desired.ambient()) + ", not " + std::to_string(desired.not_ambient());
+  if (desired.unknown() > 0) out += ", unknown " + std::to_string(desired.unknown());
+  if (!kube.istio_cni_pod().empty()) {
+    out += "  ·  istio-cni " + kube.istio_cni_pod() + " " +
+           (kube.istio_cni_ready() ? Paint(color, kGreen, "ready")
+                                   : Paint(color, kYellow, "not ready"));
+  }
+  if (kube.cni_not_ready_taint()) {
+    out += "  ·  " + Paint(color, kYellow, "taint cni.istio.io/not-ready");
+  }
+  return out + "\n";
 }
 
 std::string RenderReportJson(const pb::Report& report) { return api::ToJson(report); }
@@ -487,6 +512,104 @@ std::string RenderChangesJson(const ChangeSet& set) {
   }
   *doc.mutable_findings() = set.open_findings;
   return api::ToJson(doc, /*compact=*/true) + "\n";
+}
+
+}  // namespace ad::cli
+
+namespace ad::cli {
+namespace {
+
+std::string_view VerdictColor(std::string_view code) {
+  if (code == "in_mesh" || code == "out_of_mesh") return kGreen;
+  if (code == "not_in_mesh") return kRed;
+  return kYellow;
+}
+
+std::string Labelled(bool color, std::string_view label, const std::string& text) {
+  return Paint(color, kBold, Pad(std::string(label), 15)) + text + "\n";
+}
+
+// The paired netns: how it was found, its rules per backend, the ZDS hand-off and listeners.
+std::string PodNetnsLines(const pb::PodReport& pod, bool color) {
+  std::string out;
+  if (!pod.has_netns()) {
+    return Labelled(color, "netns", "not paired: " + pod.pairing_detail());
+  }
+  const pb::NetnsEntry& e = pod.netns();
+  out += Labelled(color, "netns",
+                  e.path() + " (inode " + std::to_string(e.inode()) + "), " + pod.pairing_detail());
+  std::string rules = pod.redirect();
+  if (!pod.redirect_detail().empty()) rules += ": " + pod.redirect_detail();
+  out += Labelled(color, "rules", rules);
+  out += Labelled(color, "",
+                  "mode " + ModeText(e) + ", backends " + BackendsText(e) + ", families " +
+                      JoinOrDash(e.families()) + ", variant " + VariantText(e) + ", status " +
+                      e.status());
+  if (!e.zds_state().empty()) {
+    out += Labelled(color, "ZDS hand-off", e.zds_state());
+    out += Labelled(color, "ztunnel", "listeners " + ListenersText(e));
+  }
+  return out;
+}
+
+std::string PodFlowLines(const pb::PodReport& pod, bool color) {
+  if (pod.flows().empty()) return {};
+  std::string out = Paint(color, kBold, "recent flows") + "\n";
+  for (const pb::Flow& flow : pod.flows()) {
+    const pb::FiveTuple& t = flow.tuple();
+    out += "  " + Pad(flow.role(), 7) + t.src_ip() + ":" + std::to_string(t.src_port()) + " -> " +
+           t.dst_ip() + ":" + std::to_string(t.dst_port()) + "  " + flow.outcome() + ", " +
+           std::to_string(flow.bytes_sent()) + " B sent, " + std::to_string(flow.bytes_received()) +
+           " B received\n";
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string RenderPodText(const pb::PodReport& pod, bool color) {
+  std::string out = Paint(color, kBold, "pod " + pod.pod());
+  if (!pod.node().empty()) out += "  on node " + pod.node();
+  out += "\n" + Paint(color, VerdictColor(pod.verdict_code()), pod.verdict()) + "\n\n";
+  if (pod.location() != "this_node" || pod.desired_state().empty()) {
+    if (!pod.kubernetes().not_judged().empty()) {
+      out += Labelled(color, "kubernetes", "not judged: " + pod.kubernetes().not_judged());
+    }
+    return out;
+  }
+  out += Labelled(color, "desired",
+                  pod.desired_state() + " (" + pod.desired_reason() + "): " + pod.desired_why());
+  out += Labelled(color, "judged",
+                  pod.judgeable() ? "yes: " + pod.judge_why()
+                                  : "no (" + pod.judge_block() + "): " + pod.judge_why());
+  out += Labelled(color, "annotation",
+                  pod.has_redirection_annotation()
+                      ? "ambient.istio.io/redirection=" + pod.redirection_annotation()
+                      : "ambient.istio.io/redirection not set");
+  out += PodNetnsLines(pod, color);
+  for (const std::string& note : pod.notes()) out += Labelled(color, "note", note);
+  out += PodFlowLines(pod, color);
+  out += "\n";
+  if (pod.findings().empty()) {
+    return out + Paint(color, kGreen, "No findings for this pod or its netns.") + "\n";
+  }
+  out += Paint(color, kBold, "FINDINGS") + "\n";
+  const int64_t taken_at = Ms(pod.taken_at_unix_ms());
+  for (const pb::Finding& f : pod.findings()) out += RenderFindingBlock(f, taken_at, color);
+  return out;
+}
+
+std::string RenderPodJson(const pb::PodReport& pod) { return api::ToJson(pod); }
+
+int PodExitCode(const pb::PodReport& pod) {
+  if (pod.location() != "this_node") return kExitScanFailed;
+  const bool serious = std::any_of(pod.findings().begin(), pod.findings().end(),
+                                   [](const pb::Finding& f) { return f.severity() != "info"; });
+  if (serious || pod.verdict_code() == "not_in_mesh" ||
+      pod.verdict_code() == "enrolled_against_intent") {
+    return 1;
+  }
+  return pod.verdict_code() == "not_judged" ? kExitScanFailed : 0;
 }
 
 }  // namespace ad::cli

@@ -4,6 +4,7 @@
 // functions: unit-tested without root.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,19 @@ struct RenderOptions {
 
 std::string RenderReportTable(const pb::Report& report, const RenderOptions& options);
 std::string RenderReportJson(const pb::Report& report);
+// One finding as the report lists it (severity, code, netns, pod, summary, ages, evidence, hint).
+std::string RenderFindingBlock(const pb::Finding& finding, int64_t taken_at_unix_ms, bool color);
+// The report's kubernetes line: the API source, desired counts, istio-cni's pod and taint, or why
+// desired state is not judged.
+std::string KubernetesLine(const pb::Kubernetes& kube, bool color);
+
+// `explain pod` / `report --pod`: one pod's story as text (a verdict line, then desired state,
+// netns pairing, rules, ZDS hand-off, listeners, flows, findings with fixes).
+std::string RenderPodText(const pb::PodReport& pod, bool color);
+std::string RenderPodJson(const pb::PodReport& pod);
+// 0: judged without findings at warning or above; 1: such findings (or the verdict says it is
+// not where it should be); 2: not on this node, unknown, or not judged.
+int PodExitCode(const pb::PodReport& pod);
 
 // One set of changes for `watch`: from a local engine step, or from the daemon's FindingEvents of
 // one published result (the first set: its current findings, each as opened).

@@ -247,6 +247,7 @@ std::optional<std::string> ServeFromFlags(ServeConfig& config, const std::string
       PositiveDuration("healthz-stale-after", config.healthz_stale_after, "120s");
   if (!stale_after) return "";
   if (auto error = DaemonFromFlags(config, app.daemon, *stale_after)) return error;
+  app.kube = config.scan.kube;
   if (auto error = FlowsFromFlags(config, app)) return error;
   if (auto error = ApiFromFlags(config, app.api)) return error;
   Result<std::optional<HttpServerOptions>> metrics = ParseMetricsAddress(config.metrics_address);

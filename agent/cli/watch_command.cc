@@ -165,7 +165,11 @@ int RunWatch(const std::vector<std::string>& args) {
     spdlog::warn("not running as root: entering other network namespaces will likely fail");
   }
 
+  // The API source follows the cluster while the loop runs; each step judges its latest view.
+  const std::unique_ptr<KubeLink> kube = KubeLink::Start(config.scan.kube);
+  (void)kube->WaitSynced(kKubeSyncWait);
   Engine engine(std::move(config.scan.engine));
+  engine.set_kube_view([&kube] { return kube->View(); });
   int exit_code = kExitScanFailed;
   bool explained = false;  // a failing scan is explained once, until it recovers
   auto next_scan = std::chrono::steady_clock::now();

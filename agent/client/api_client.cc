@@ -198,6 +198,26 @@ Result<pb::Status> ApiClient::GetStatus() {
   return reply;
 }
 
+namespace {
+std::chrono::milliseconds PodCallTimeout(const ClientOptions& options) {
+  return std::max(options.call_timeout, std::chrono::milliseconds(15000));
+}
+}  // namespace
+
+Result<pb::PodReport> ApiClient::GetPod(const std::string& namespace_name,
+                                        const std::string& name) {
+  grpc::ClientContext context;
+  // The daemon's GET of a pod elsewhere is bounded by its HTTP limits (10 s to connect).
+  context.set_deadline(After(PodCallTimeout(impl_->options)));
+  pb::GetPodRequest request;
+  request.set_namespace_(namespace_name);
+  request.set_name(name);
+  pb::PodReport reply;
+  const grpc::Status status = impl_->stub->GetPod(&context, request, &reply);
+  if (!status.ok()) return StatusError("GetPod", status);
+  return reply;
+}
+
 Result<pb::NetnsRules> ApiClient::GetNetnsRulesByPath(const std::string& path) {
   grpc::ClientContext context;
   impl_->Prepare(context);

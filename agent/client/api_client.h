@@ -50,6 +50,9 @@ class ApiClient {
 
   Result<pb::Report> GetReport();
   Result<pb::Status> GetStatus();
+  // One pod's story (the daemon may ask the Kubernetes API where a pod elsewhere runs: a longer
+  // deadline than the other unary calls).
+  Result<pb::PodReport> GetPod(const std::string& namespace_name, const std::string& name);
   Result<pb::NetnsRules> GetNetnsRulesByPath(const std::string& path);
   // Opens WatchFindings; the first event must arrive within call_timeout.
   Result<std::unique_ptr<FindingStream>> WatchFindings();

@@ -121,6 +121,7 @@ Daemon::Daemon(DaemonOptions options, std::unique_ptr<NetnsInspector> inspector,
   if (std::getenv("MALLOC_TRIM_THRESHOLD_") == nullptr) {
     (void)::mallopt(M_TRIM_THRESHOLD, 128 * 1024);
   }
+  if (options_.kube_view) engine_.set_kube_view(options_.kube_view);
   if (options_.extra_findings) {
     engine_.set_extra_findings([this](const NodeSnapshot& snapshot, const NodeAnalysis& analysis) {
       last_extra_ = options_.extra_findings(snapshot, analysis);
@@ -130,14 +131,18 @@ Daemon::Daemon(DaemonOptions options, std::unique_ptr<NetnsInspector> inspector,
 }
 
 void Daemon::Stop() {
+  stop_requested_.store(true);
   const uint64_t one = 1;
   if (wake_.valid()) (void)!::write(wake_.get(), &one, sizeof(one));
 }
 
-bool Daemon::Stopping() const {
-  pollfd wait{wake_.get(), POLLIN, 0};
-  return !wake_.valid() || ::poll(&wait, 1, 0) > 0;
+void Daemon::KubeChanged() {
+  kube_changed_.store(true);
+  const uint64_t one = 1;
+  if (wake_.valid()) (void)!::write(wake_.get(), &one, sizeof(one));
 }
+
+bool Daemon::Stopping() const { return stop_requested_.load() || !wake_.valid(); }
 
 void Daemon::StepAndPublish(StepTrigger trigger, const StepPlan& plan, LogFormat format) {
   const auto started = std::chrono::steady_clock::now();
@@ -361,11 +366,22 @@ void Daemon::Run(LogFormat format) {
   // Every wait below ends at the next deadline, at an event, or at Stop() (the wake eventfd is
   // among the fds waited on): an idle daemon wakes only when something is due.
   while (!Stopping()) {
+    // Whatever woke the last wait has its flag set (Stop, KubeChanged): the eventfd is emptied
+    // before the flags are read, so a write after this still ends the next wait.
+    uint64_t woken = 0;
+    (void)!::read(wake_.get(), &woken, sizeof(woken));
     const auto now = Clock::now();
     if (now >= next_resync) {
       step(StepTrigger::kResync, monitor ? GatedResync(*monitor, dirty) : StepPlan{});
       next_resync = now + options_.full_resync;
       next_poll = now + options_.poll_interval;
+      continue;
+    }
+    // The Kubernetes view changed: judge the last reads against it now (netns stay as read,
+    // except those already dirty).
+    if (kube_changed_.exchange(false)) {
+      step(StepTrigger::kEvent,
+           StepPlan{.full = false, .dirty_netns = dirty, .node_sources = false});
       continue;
     }
     if (now >= next_poll) {

@@ -51,6 +51,9 @@ struct DaemonOptions {
   // Findings of the flow checks (flow_joins.h FlowFindings over the FlowHub's latest view),
   // merged into every step's findings. A quiet poll is published anyway when they changed.
   Engine::ExtraFindings extra_findings;
+  // The Kubernetes API's view (KubeLink::View), judged in every step; unset: no desired state.
+  // Call Daemon::KubeChanged() when it changes.
+  Engine::KubeView kube_view;
 };
 
 // One log line (without timestamp and level, which the logger adds) per change of one step: the
@@ -75,6 +78,9 @@ class Daemon {
   void Run(LogFormat format = LogFormat::kText);
   // Async-signal-safe.
   void Stop();
+  // The Kubernetes view changed: Run() steps again (without re-reading netns) within one wake-up.
+  // Thread-safe.
+  void KubeChanged();
   uint64_t steps() const { return steps_; }
   // Polls that found nothing new and were therefore not published (a subset of steps()).
   uint64_t unchanged_steps() const { return unchanged_steps_.load(); }
@@ -93,7 +99,9 @@ class Daemon {
   DaemonOptions options_;
   Engine engine_;
   std::shared_ptr<ResultHub> hub_;
-  UniqueFd wake_;  // eventfd: Stop() writes it; Run() checks it between waits
+  UniqueFd wake_;  // eventfd: Stop() and KubeChanged() write it; every wait ends on it
+  std::atomic<bool> stop_requested_{false};
+  std::atomic<bool> kube_changed_{false};
   uint64_t steps_ = 0;
   std::atomic<uint64_t> unchanged_steps_{0};  // read by tests while Run() goes on
   std::chrono::steady_clock::time_point last_published_{};

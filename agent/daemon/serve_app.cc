@@ -83,6 +83,10 @@ ServeApp::ServeApp(ServeAppOptions options)
   daemon.on_event_overflow = [exporter = exporter_.get()] {
     exporter->RecordEventSocketOverflow();
   };
+  // Set before Run() reads it (Start() runs first, on the same thread).
+  daemon.kube_view = [this]() -> std::shared_ptr<const KubeSnapshot> {
+    return kube_ ? kube_->View() : nullptr;
+  };
   daemon_ = std::make_unique<Daemon>(std::move(daemon));
 }
 
@@ -131,13 +135,28 @@ std::optional<std::string> ServeApp::Start() {
                                 format));
   }
   StartFeeds();
+  kube_ = KubeLink::Start(options_.kube, [daemon = daemon_.get()] { daemon->KubeChanged(); });
+  if (const auto view = kube_->View(); !view->status.enabled) {
+    spdlog::info("{}", NoteLine(view->status.message, format));
+  } else if (view->status.reason != KubeApiReason::kNone) {
+    spdlog::warn("{}", NoteLine("Kubernetes API source: " + view->status.message +
+                                    "; desired state (POD_NOT_ENROLLED, explain pod) is not judged",
+                                format));
+  } else {
+    spdlog::info("{}", NoteLine("Kubernetes API source: " + view->status.server + ", node " +
+                                    view->status.node_name,
+                                format));
+  }
   // gRPC's lines (API server, CRI client) must not break the daemon's log format.
   g_grpc_log_format = format;
   api::SetGrpcLogSink(LogGrpcLine);
   const api::ApiServerOptions& api = options_.api;
   if (api.socket_path.empty() && api.tcp_address.empty()) return std::nullopt;
-  auto started = api::ApiServer::Start(api, daemon_->shared_hub(),
-                                       NetnsReaderOf(daemon_->shared_hub()), flow_hub_);
+  auto started = api::ApiServer::Start(
+      api, daemon_->shared_hub(), NetnsReaderOf(daemon_->shared_hub()), flow_hub_,
+      [kube = kube_.get()](const std::string& namespace_name, const std::string& name) {
+        return kube->Locate(namespace_name, name);
+      });
   if (!started.ok()) {
     spdlog::error("{}", NoteLine("gRPC API: " + started.error().message, format));
     Teardown();
@@ -166,6 +185,7 @@ uint64_t ServeApp::Run() {
 
 void ServeApp::Teardown() {
   if (std::exchange(torn_down_, true)) return;
+  if (kube_) kube_->Stop();  // its threads call into the daemon
   daemon_->Stop();
   daemon_->hub().Stop();
   flow_hub_->Stop();  // flow streams end too

@@ -14,6 +14,7 @@
 #include "api/api_server.h"
 #include "daemon/daemon.h"
 #include "daemon/flow_monitor.h"
+#include "engine/kube_link.h"
 #include "flows/flow_hub.h"
 #include "flows/flow_joins.h"
 #include "metrics/http_server.h"
@@ -32,6 +33,8 @@ struct ServeAppOptions {
   api::ApiServerOptions api;
   std::optional<HttpServerOptions> metrics;  // nullopt: no /metrics endpoint
   MetricsOptions metrics_options;
+  // The Kubernetes API source (desired state); off: enabled = false.
+  KubeSourceConfig kube;
 };
 
 class ServeApp {
@@ -60,6 +63,7 @@ class ServeApp {
   std::unique_ptr<FlowMonitor> flow_monitor_;
   std::unique_ptr<MetricsExporter> exporter_;
   std::unique_ptr<Daemon> daemon_;
+  std::unique_ptr<KubeLink> kube_;  // started by Start(), before the first step
   std::optional<MetricsEndpoint> endpoint_;
   std::unique_ptr<api::ApiServer> api_server_;
   // Each follows a hub and ends when it stops; a thread's stop request stops the hub it follows.

@@ -36,6 +36,10 @@ std::map<SourceKind, std::string> DegradedSources(const NodeSnapshot& snapshot) 
   add(snapshot.cni.errors);
   add(snapshot.nft_userspace.errors);
   for (const ZtunnelAdminState& ztunnel : snapshot.ztunnels) add(ztunnel.errors);
+  if (snapshot.kube) {
+    if (auto error = KubeApiError(snapshot.kube->status))
+      degraded.emplace(error->kind, error->message);
+  }
   return degraded;
 }
 
@@ -173,6 +177,14 @@ bool SameNodeSources(const NodeSnapshot& a, const NodeSnapshot& b) {
          a.nft_userspace == b.nft_userspace && a.ztunnel_resources == b.ztunnel_resources;
 }
 
+// Whether a story waits on time alone: a pod in its grace period, or a condition aging in the
+// desired-state history.
+bool WaitsOnTime(const DesiredAnalysis& desired, const History& history) {
+  if (history.size() != 0) return true;
+  return std::any_of(desired.pods.begin(), desired.pods.end(),
+                     [](const PodStory& story) { return story.judge.block == JudgeBlock::kYoung; });
+}
+
 }  // namespace
 
 ScanOptions ComposeScan(const EngineConfig& config) {
@@ -291,14 +303,29 @@ Engine::Engine(Engine&&) = default;
 Engine& Engine::operator=(Engine&&) = default;
 Engine::~Engine() = default;
 
+// Desired versus actual: its findings join the analysis's (each once), and the pod's desired
+// state joins the evidence of the netns findings that keep their own codes.
+void Engine::JudgeDesired(EngineStep& step) {
+  auto desired = std::make_shared<DesiredAnalysis>(AnalyzeDesired(
+      step.snapshot, step.analysis.netns, *step.snapshot.kube, config_.desired, &desired_history_));
+  std::vector<Finding>& findings = step.analysis.findings;
+  AddDesiredEvidence(*desired, findings);
+  findings.insert(findings.end(), desired->findings.begin(), desired->findings.end());
+  SortFindings(findings);
+  desired_waiting_ = WaitsOnTime(*desired, desired_history_);
+  step.desired = std::move(desired);
+}
+
 EngineStep Engine::Step(const StepPlan& plan) {
   EngineStep step;
   const int64_t started_at = clock_();
   if (plan.full || !last_snapshot_) {
     step.snapshot = ScanNode(scan_, *inspector_);
+    if (kube_view_) step.snapshot.kube = kube_view_();
   } else {
     // The previous step's inputs, taken before the scan moves its netns out.
-    const bool may_skip = plan.skip_if_unchanged && last_usable_ && history_.size() == 0;
+    const bool may_skip =
+        plan.skip_if_unchanged && last_usable_ && history_.size() == 0 && !desired_waiting_;
     std::string inputs_before;
     std::vector<NetnsSnapshot> relistened_before;  // listeners are refreshed in place
     std::set<uint64_t> relisten = plan.relisten;
@@ -319,6 +346,7 @@ EngineStep Engine::Step(const StepPlan& plan) {
                     .node_sources = plan.node_sources,
                     .discovery = discovery_cache_.get()};
     step.snapshot = ScanNode(scan_, *inspector_, &reuse);
+    if (kube_view_) step.snapshot.kube = kube_view_();
     if (!owned_before.empty()) {
       RereadOrphanedListeners(owned_before, plan.dirty_netns, step.snapshot, *inspector_);
     }
@@ -327,7 +355,8 @@ EngineStep Engine::Step(const StepPlan& plan) {
     if (may_skip && (!plan.node_sources || SameNodeSources(step.snapshot, *last_snapshot_)) &&
         InputsOf(step.snapshot) == inputs_before && ScanUsable(step.snapshot) &&
         SameReads(step.snapshot, *last_snapshot_, plan.dirty_netns) &&
-        SameListeners(step.snapshot, relistened_before)) {
+        SameListeners(step.snapshot, relistened_before) &&
+        step.snapshot.kube == last_snapshot_->kube) {
       step.snapshot.taken_at_unix_ms = started_at;
       last_snapshot_ = std::move(step.snapshot);
       EngineStep unchanged;
@@ -361,6 +390,7 @@ EngineStep Engine::Step(const StepPlan& plan) {
   }
   step.scan_recovered = std::exchange(scan_failing_, false);
   step.analysis = Analyze(step.snapshot, config_.analysis, &history_);
+  if (step.snapshot.kube) JudgeDesired(step);
   if (extra_findings_) {
     std::vector<Finding> extra = extra_findings_(step.snapshot, step.analysis);
     if (!extra.empty()) {

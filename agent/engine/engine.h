@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "analysis/analysis.h"
+#include "analysis/desired_state.h"
 #include "analysis/history.h"
 #include "model/istio_facts.h"
 #include "model/snapshot.h"
@@ -62,6 +63,9 @@ struct EngineConfig {
   bool nft_userspace = true;
 
   AnalysisOptions analysis;
+  // Desired state (the Kubernetes API source's pods against their netns): excluded namespaces and
+  // the enrollment grace. Judged only in steps that have a Kubernetes view (Engine::set_kube_view).
+  DesiredOptions desired;
 };
 
 // The sources the config asks for, in dependency order: ZDS (finds istio-cni and ztunnel) ->
@@ -90,6 +94,10 @@ struct EngineStep {
   // !usable), and the engine's ring of recently resolved findings (shared, copied on change).
   std::vector<FindingRecord> finding_records;
   std::shared_ptr<const std::vector<FindingRecord>> recently_resolved;
+  // Desired versus actual enrollment of the Kubernetes API's pods (the stories `explain pod`
+  // prints, their findings already merged into analysis.findings); null without a Kubernetes view
+  // or when !usable.
+  std::shared_ptr<const DesiredAnalysis> desired;
   // Set by a step planned with skip_if_unchanged that found nothing new (see StepPlan): the step
   // carries no data and is not meant to be published; the engine's state is as before.
   bool unchanged = false;
@@ -147,13 +155,26 @@ class Engine {
       std::function<std::vector<Finding>(const NodeSnapshot&, const NodeAnalysis&)>;
   void set_extra_findings(ExtraFindings extra) { extra_findings_ = std::move(extra); }
 
+  // The Kubernetes API's view (engine/kube_link.h KubeLink::View), read at every step into
+  // snapshot.kube and judged against the netns (analysis/desired_state.h). It must return the
+  // same pointer while its data is unchanged: a quiet poll compares pointers.
+  using KubeView = std::function<std::shared_ptr<const KubeSnapshot>()>;
+  void set_kube_view(KubeView view) { kube_view_ = std::move(view); }
+
  private:
+  void JudgeDesired(EngineStep& step);
+
   EngineConfig config_;
   ScanOptions scan_;
   std::unique_ptr<NetnsInspector> inspector_;
   Clock clock_;
   ExtraFindings extra_findings_;
+  KubeView kube_view_;
   History history_;
+  History desired_history_;  // the desired-state conditions' own ages (AnalyzeDesired)
+  // The last analysed step judged a pod still in its grace period: time alone will change its
+  // findings, so a quiet poll is not skipped.
+  bool desired_waiting_ = false;
   FindingHistory finding_history_;
   std::shared_ptr<const std::vector<FindingRecord>> recently_resolved_;
   std::vector<Finding> open_findings_;

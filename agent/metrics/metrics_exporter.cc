@@ -73,6 +73,9 @@ void ForEachSourceError(const NodeSnapshot& snapshot, Visit visit) {
   for (const SourceError& e : snapshot.probe_conntrack.errors) visit(e);
   for (const SourceError& e : snapshot.cni.errors) visit(e);
   for (const SourceError& e : snapshot.nft_userspace.errors) visit(e);
+  if (snapshot.kube) {
+    if (auto e = KubeApiError(snapshot.kube->status)) visit(*e);
+  }
 }
 
 }  // namespace
@@ -124,6 +127,10 @@ struct MetricsExporter::Metrics {
   std::pair<std::string, std::string> cni_conf_dir_labels;  // of that series
   Family<prometheus::Gauge>* pod_redirect_state = nullptr;  // per_pod_labels only
   std::vector<prometheus::Gauge*> pod_series;
+  // The Kubernetes API source: healthy, the current failure by reason, pods by desired state.
+  prometheus::Gauge* kube_api_healthy = nullptr;
+  std::map<KubeApiReason, prometheus::Gauge*> kube_api_degraded;
+  std::map<DesiredState, prometheus::Gauge*> pods_desired;
 };
 
 MetricsExporter::MetricsExporter(MetricsOptions options, Clock clock)
@@ -232,6 +239,37 @@ MetricsExporter::MetricsExporter(MetricsOptions options, Clock clock)
   for (int k = 0; k < kSourceKindCount; ++k) {
     const auto kind = static_cast<SourceKind>(k);
     m.source_errors[kind] = &errors.Add({{"source", std::string(SourceKindName(kind))}});
+  }
+  m.kube_api_healthy =
+      &BuildGauge()
+           .Name("ambient_doctor_kube_api_healthy")
+           .Help(
+               "1 while the Kubernetes API source is synced and answering (desired state is "
+               "judged); 0 when it is off, failing or still listing.")
+           .Register(r)
+           .Add({});
+  auto& kube_degraded = BuildGauge()
+                            .Name("ambient_doctor_kube_api_degraded")
+                            .Help(
+                                "1 for the reason the Kubernetes API source fails now "
+                                "(no-credentials, unauthorized, forbidden, unreachable, ...).")
+                            .Register(r);
+  for (KubeApiReason reason :
+       {KubeApiReason::kNoCredentials, KubeApiReason::kBadConfig, KubeApiReason::kUnauthorized,
+        KubeApiReason::kForbidden, KubeApiReason::kThrottled, KubeApiReason::kUnreachable,
+        KubeApiReason::kHung, KubeApiReason::kGarbage, KubeApiReason::kServerError}) {
+    m.kube_api_degraded[reason] =
+        &kube_degraded.Add({{"reason", std::string(KubeApiReasonName(reason))}});
+  }
+  auto& desired = BuildGauge()
+                      .Name("ambient_doctor_pods_desired")
+                      .Help(
+                          "This node's pods (not terminal) by the enrollment Istio's predicate "
+                          "wants: ambient or not_ambient. Absent values are 0 while the "
+                          "Kubernetes API source is not judged.")
+                      .Register(r);
+  for (DesiredState state : {DesiredState::kAmbient, DesiredState::kNotAmbient}) {
+    m.pods_desired[state] = &desired.Add({{"state", std::string(DesiredStateName(state))}});
   }
   m.cni_conf_dir = &BuildGauge()
                         .Name("ambient_doctor_cni_conf_dir_info")
@@ -393,6 +431,7 @@ void MetricsExporter::Consume(const PublishedResult& result) {
   ForEachSourceError(result.step.snapshot, [&errors](const SourceError& e) { ++errors[e.kind]; });
   for (auto& [kind, gauge] : metrics_->source_errors) gauge->Set(errors[kind]);
   SetCniConfDirLocked(result.step.snapshot.cni);
+  SetKubeLocked(result.step);
   if (!result.step.usable) return;
   last_usable_scan_ms_ = result.step.snapshot.taken_at_unix_ms;
   metrics_->last_successful_scan->Set(static_cast<double>(last_usable_scan_ms_) / 1000.0);
@@ -412,6 +451,19 @@ void MetricsExporter::SetCniConfDirLocked(const CniConfigState& cni) {
   m.cni_conf_dir_series->Set(1);
 }
 
+void MetricsExporter::SetKubeLocked(const EngineStep& step) {
+  Metrics& m = *metrics_;
+  const KubeApiStatus status = step.snapshot.kube ? step.snapshot.kube->status : KubeApiStatus{};
+  m.kube_api_healthy->Set(status.healthy() ? 1 : 0);
+  for (auto& [reason, gauge] : m.kube_api_degraded) {
+    gauge->Set(status.enabled && status.reason == reason ? 1 : 0);
+  }
+  DesiredCounts counts;
+  if (step.desired && step.desired->judged) counts = CountDesired(*step.desired);
+  m.pods_desired[DesiredState::kAmbient]->Set(static_cast<double>(counts.ambient));
+  m.pods_desired[DesiredState::kNotAmbient]->Set(static_cast<double>(counts.not_ambient));
+}
+
 void MetricsExporter::SetGaugesLocked(const PublishedResult& result) {
   Metrics& m = *metrics_;
   const NodeSnapshot& snapshot = result.step.snapshot;
@@ -422,8 +474,11 @@ void MetricsExporter::SetGaugesLocked(const PublishedResult& result) {
   std::map<ZdsState, int> by_handoff;
   for (prometheus::Gauge* series : m.pod_series) m.pod_redirect_state->Remove(series);
   m.pod_series.clear();
+  std::set<uint64_t> out_of_mesh;
+  if (result.step.desired) out_of_mesh = OutOfMeshNetns(*result.step.desired);
   for (const NetnsClassification& netns : analysis.netns) {
-    const std::optional<RedirectState> state = ClassifyRedirectState(netns, analysis.findings);
+    const std::optional<RedirectState> state =
+        ClassifyRedirectState(netns, analysis.findings, &out_of_mesh);
     if (!state) continue;
     ++by_state[*state];
     for (Backend b : netns.ambient_backends) ++by_backend[b];

@@ -84,6 +84,7 @@ class MetricsExporter {
 
  private:
   struct Metrics;
+  void SetKubeLocked(const EngineStep& step);
   void SetGaugesLocked(const PublishedResult& result);
   void SetCniConfDirLocked(const CniConfigState& cni);
 

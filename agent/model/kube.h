@@ -10,6 +10,8 @@
 #include <string_view>
 #include <vector>
 
+#include "model/source_error.h"
+
 namespace ad {
 
 // Names the predicate reads (istio-cni's enablement selectors, kubernetes-and-enrollment facts §1).
@@ -161,5 +163,14 @@ struct KubeSnapshot {
   // a quiet cluster does not make a consumer recompute: equal generations mean equal data.
   uint64_t generation = 0;
 };
+
+// The source's failure as a source error ("kube-api": reason and message), for the outputs that
+// list degraded sources (GetStatus, metrics, the daemon's log); nullopt when it is healthy, off,
+// or still making its first list without a failure.
+inline std::optional<SourceError> KubeApiError(const KubeApiStatus& status) {
+  if (!status.enabled || status.reason == KubeApiReason::kNone) return std::nullopt;
+  return SourceError{SourceKind::kKubeApi,
+                     std::string(KubeApiReasonName(status.reason)) + ": " + status.message};
+}
 
 }  // namespace ad

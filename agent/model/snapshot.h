@@ -3,12 +3,14 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "model/cni.h"
 #include "model/conntrack.h"
+#include "model/kube.h"
 #include "model/rule.h"
 #include "model/source_error.h"
 #include "model/zds.h"
@@ -151,6 +153,10 @@ struct NodeSnapshot {
   // CNI chain group: the CNI config directory and the nftables userspace.
   CniConfigState cni;
   NftUserspaceState nft_userspace;
+
+  // The Kubernetes API source's copy of this node's pods, the namespaces and the node (shared
+  // between steps while its generation is unchanged); null when no API source runs.
+  std::shared_ptr<const KubeSnapshot> kube;
 
   const NetnsSnapshot* Host() const;
 };

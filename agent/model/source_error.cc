@@ -48,6 +48,8 @@ std::string_view SourceKindName(SourceKind kind) {
       return "cni-config";
     case SourceKind::kNftProbe:
       return "nft-probe";
+    case SourceKind::kKubeApi:
+      return "kube-api";
     case SourceKind::kLab:
       return "lab";
   }

@@ -24,6 +24,8 @@ std::string_view RedirectStateName(RedirectState state) {
       return "healthy";
     case RedirectState::kNotEnrolled:
       return "not_enrolled";
+    case RedirectState::kOutOfMesh:
+      return "out_of_mesh";
   }
   return "not_enrolled";
 }
@@ -31,13 +33,14 @@ std::string_view RedirectStateName(RedirectState state) {
 const std::array<RedirectState, kRedirectStateCount>& AllRedirectStates() {
   using enum RedirectState;
   static const std::array<RedirectState, kRedirectStateCount> states = {
-      kHostEnrolled,    kMixedBackend, kConflict, kIncomplete, kListenersMissing,
-      kRedirectMissing, kDuplicate,    kHealthy,  kNotEnrolled};
+      kHostEnrolled,    kMixedBackend, kConflict, kIncomplete,  kListenersMissing,
+      kRedirectMissing, kDuplicate,    kHealthy,  kNotEnrolled, kOutOfMesh};
   return states;
 }
 
 std::optional<RedirectState> ClassifyRedirectState(const NetnsClassification& netns,
-                                                   const std::vector<Finding>& findings) {
+                                                   const std::vector<Finding>& findings,
+                                                   const std::set<uint64_t>* out_of_mesh) {
   std::set<FindingCode> codes;
   for (const Finding& f : findings) {
     if (f.netns_inode == netns.netns_inode) codes.insert(f.code);
@@ -58,7 +61,25 @@ std::optional<RedirectState> ClassifyRedirectState(const NetnsClassification& ne
   if (has(FindingCode::kDuplicateRule)) return RedirectState::kDuplicate;
   if (has(FindingCode::kNetnsUnreadable)) return std::nullopt;
   if (netns.mode == DataplaneMode::kAmbient) return RedirectState::kHealthy;
+  if (has(FindingCode::kPodNotEnrolled) || has(FindingCode::kEnrollmentAnnotationStale)) {
+    return RedirectState::kNotEnrolled;
+  }
+  if (out_of_mesh != nullptr && out_of_mesh->contains(netns.netns_inode)) {
+    return RedirectState::kOutOfMesh;
+  }
   return RedirectState::kNotEnrolled;
+}
+
+std::set<uint64_t> OutOfMeshNetns(const DesiredAnalysis& desired) {
+  std::set<uint64_t> inodes;
+  if (!desired.judged) return inodes;
+  for (const PodStory& story : desired.pods) {
+    if (story.desired.state == DesiredState::kNotAmbient && story.judge.judgeable() &&
+        story.pairing.netns_inode != 0 && story.pairing.method != PairMethod::kHostNetwork) {
+      inodes.insert(story.pairing.netns_inode);
+    }
+  }
+  return inodes;
 }
 
 }  // namespace ad

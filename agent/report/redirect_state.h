@@ -6,10 +6,12 @@
 #include <array>
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string_view>
 #include <vector>
 
 #include "analysis/analysis.h"
+#include "analysis/desired_state.h"
 
 namespace ad {
 
@@ -26,12 +28,19 @@ enum class RedirectState : uint8_t {
   kRedirectMissing,   // ztunnel serves the netns but it has no redirect rules (REDIRECT_MISSING)
   kDuplicate,         // a rule or jump repeated, traffic still redirected (DUPLICATE_RULE)
   kHealthy,           // complete ambient redirection, none of the above
-  kNotEnrolled,       // no ambient redirection and nothing says it should have one
+  // No ambient redirection. With a judged Kubernetes API source, the pod should be in the mesh
+  // (POD_NOT_ENROLLED, ENROLLMENT_ANNOTATION_STALE) or its intent is unknown (no pod paired);
+  // without one, nothing says whether it should.
+  kNotEnrolled,
+  // No ambient redirection, and the Kubernetes API says the pod is not meant to be in the mesh
+  // (not labelled, opted out, sidecar, hostNetwork, excluded namespace).
+  kOutOfMesh,
 };
-inline constexpr int kRedirectStateCount = static_cast<int>(RedirectState::kNotEnrolled) + 1;
+inline constexpr int kRedirectStateCount = static_cast<int>(RedirectState::kOutOfMesh) + 1;
 
 // "host_enrolled", "mixed_backend", "conflict", "incomplete", "listeners_missing",
-// "redirect_missing", "duplicate", "healthy", "not_enrolled" (stable metric label values).
+// "redirect_missing", "duplicate", "healthy", "not_enrolled", "out_of_mesh" (stable metric
+// label values).
 std::string_view RedirectStateName(RedirectState state);
 // Every state, in precedence order.
 const std::array<RedirectState, kRedirectStateCount>& AllRedirectStates();
@@ -40,7 +49,14 @@ const std::array<RedirectState, kRedirectStateCount>& AllRedirectStates();
 // with the netns's inode are used). nullopt when the netns is not a pod's to count: the host netns
 // unless it is enrolled, and a netns with NETNS_UNREADABLE and no rule finding (a partial read
 // cannot show it healthy; the finding says what was not read).
+// `out_of_mesh`: netns (inodes) of judged pods Istio's predicate keeps out of the mesh
+// (OutOfMeshNetns); nullptr without a judged API source.
 std::optional<RedirectState> ClassifyRedirectState(const NetnsClassification& netns,
-                                                   const std::vector<Finding>& findings);
+                                                   const std::vector<Finding>& findings,
+                                                   const std::set<uint64_t>* out_of_mesh = nullptr);
+
+// The netns paired with a judged pod whose desired state is not ambient; empty when the desired
+// state was not judged.
+std::set<uint64_t> OutOfMeshNetns(const DesiredAnalysis& desired);
 
 }  // namespace ad

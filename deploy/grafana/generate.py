@@ -136,7 +136,7 @@ def text(title, content):
 
 def build():
     lay = Layout()
-    not_healthy = 'redirect_state!~"healthy|not_enrolled"'
+    not_healthy = 'redirect_state!~"healthy|not_enrolled|out_of_mesh"'
 
     lay.row("Overview")
     lay.add(stat("Pods with redirect drift", "Enrolled pod netns whose redirect rules are not "
@@ -156,7 +156,7 @@ def build():
                        "first that applies: host_enrolled, mixed_backend, conflict, incomplete, "
                        "listeners_missing, redirect_missing, duplicate, healthy).",
                        [target(f'sum by (node, redirect_state) (ambient_doctor_pods{{{NODE},'
-                               f'redirect_state!="not_enrolled"}})',
+                               f'redirect_state!~"not_enrolled|out_of_mesh"}})',
                                "{{node}} {{redirect_state}}")], stack=True), 12, 8)
     lay.add(timeseries("Drifted pods per node", "Enrolled pods not in the healthy state.",
                        [target(f"sum by (node) (ambient_doctor_pods{{{NODE},{not_healthy}}})",
@@ -167,7 +167,7 @@ def build():
                                "{{node}} {{backend}}")]), 12, 8)
     lay.add(table("Redirect state now", "Current pod counts per node and state.",
                   f'sum by (node, redirect_state) (ambient_doctor_pods{{{NODE},'
-                  f'redirect_state!="not_enrolled"}})'), 12, 8)
+                  f'redirect_state!~"not_enrolled|out_of_mesh"}})'), 12, 8)
 
     lay.row("Findings")
     lay.add(timeseries("Open findings by severity", "Open findings of the latest scan.",

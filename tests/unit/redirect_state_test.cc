@@ -37,9 +37,50 @@ std::optional<RedirectState> StateOf(const NetnsClassification& netns,
 TEST(RedirectState, NamesAreStableAndUnique) {
   std::set<std::string_view> names;
   for (RedirectState s : AllRedirectStates()) names.insert(RedirectStateName(s));
-  EXPECT_EQ(names, (std::set<std::string_view>{
-                       "healthy", "duplicate", "mixed_backend", "incomplete", "conflict",
-                       "host_enrolled", "listeners_missing", "redirect_missing", "not_enrolled"}));
+  EXPECT_EQ(names,
+            (std::set<std::string_view>{"healthy", "duplicate", "mixed_backend", "incomplete",
+                                        "conflict", "host_enrolled", "listeners_missing",
+                                        "redirect_missing", "not_enrolled", "out_of_mesh"}));
+}
+
+TEST(RedirectState, OutOfMeshOnlyWhenTheApiSaysThePodIsNotMeantToBeInTheMesh) {
+  using enum FindingCode;
+  const std::set<uint64_t> out = {kInode};
+  const std::vector<Finding> none;
+  EXPECT_EQ(ClassifyRedirectState(Pod(DataplaneMode::kNone), none, &out),
+            RedirectState::kOutOfMesh);
+  EXPECT_EQ(ClassifyRedirectState(Pod(DataplaneMode::kNone), none, nullptr),
+            RedirectState::kNotEnrolled)
+      << "without a judged API source nothing says whether it should be";
+  const std::set<uint64_t> other = {kInode + 1};
+  EXPECT_EQ(ClassifyRedirectState(Pod(DataplaneMode::kNone), none, &other),
+            RedirectState::kNotEnrolled);
+  EXPECT_EQ(ClassifyRedirectState(Pod(DataplaneMode::kNone), {On(kPodNotEnrolled)}, nullptr),
+            RedirectState::kNotEnrolled);
+  EXPECT_EQ(ClassifyRedirectState(Pod(), none, &out), RedirectState::kHealthy)
+      << "redirected pods keep their rule states (POD_ENROLLED_AGAINST_INTENT says the rest)";
+}
+
+TEST(RedirectState, OutOfMeshNetnsAreThoseOfJudgedPodsNotMeantForAmbient) {
+  DesiredAnalysis desired;
+  desired.judged = true;
+  PodStory out;
+  out.desired.state = DesiredState::kNotAmbient;
+  out.pairing.method = PairMethod::kCriSandbox;
+  out.pairing.netns_inode = 11;
+  PodStory in = out;
+  in.desired.state = DesiredState::kAmbient;
+  in.pairing.netns_inode = 12;
+  PodStory young = out;
+  young.judge.block = JudgeBlock::kYoung;
+  young.pairing.netns_inode = 13;
+  PodStory host = out;
+  host.pairing.method = PairMethod::kHostNetwork;
+  host.pairing.netns_inode = 14;
+  desired.pods = {out, in, young, host};
+  EXPECT_EQ(OutOfMeshNetns(desired), (std::set<uint64_t>{11}));
+  desired.judged = false;
+  EXPECT_TRUE(OutOfMeshNetns(desired).empty());
 }
 
 TEST(RedirectState, EachStateFromItsFinding) {
