@@ -719,6 +719,16 @@ def check_conventions(args, ds_text=None):
             text = result.stdout + result.stderr
             c.check("unknown" not in text.lower() and "usage error" not in text.lower(),
                     f"{' '.join(command[:1])} rejects the deploy flags: {text.strip()[:300]}")
+        # The flags file's commented examples ("#   --flag value") are flags report accepts
+        # (given as arguments: --help skips checking a --config file's flags).
+        examples = [w for line in flags.splitlines()
+                    if re.match(r"\s*#\s+--[a-z]", line) for w in line.strip("# ").split()]
+        c.check(examples, "agent.flags has no commented flag examples")
+        result = run([args.binary, "report", "--config", str(flags_file)] + examples + ["--help"],
+                     timeout=20)
+        text = result.stdout + result.stderr
+        c.check(result.returncode == 0 and "unknown" not in text.lower(),
+                f"report rejects agent.flags' commented examples {examples}: {text.strip()[:300]}")
     return c.finish("conventions")
 
 
