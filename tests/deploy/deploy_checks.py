@@ -223,9 +223,20 @@ CONTAINERD = {"cni": "/etc/cni/net.d", "cri": "/run/containerd/containerd.sock",
 PLATFORMS.update({"k3d": PLATFORMS["k3s"], "gke": CONTAINERD, "eks": CONTAINERD,
                   "aks": CONTAINERD, "kind": CONTAINERD})
 POLICY_EXAMPLES = ["examples/kyverno", "examples/gatekeeper"]
-KUSTOMIZATIONS += [f"examples/{name}" for name in PLATFORMS] + POLICY_EXAMPLES
+# The renderings without Kubernetes API access (deploy/components/no-kube-api).
+NO_KUBE_API_EXAMPLES = ["examples/no-kube-api"]
+KUSTOMIZATIONS += [f"examples/{name}" for name in PLATFORMS] + POLICY_EXAMPLES + \
+    NO_KUBE_API_EXAMPLES
 # Kinds without a namespace (the rest of deploy/ lives in istio-system).
 CLUSTER_SCOPED = {"SecurityContextConstraints", "ClusterRole", "ClusterRoleBinding"}
+# The Kubernetes API access of deploy/base: istio-cni's own read rule (its chart's ClusterRole
+# istio-cni), the in-cluster credentials' directory, and the token's lifetime (the kubelet's own
+# for the automount; it rotates the token at 80 %).
+KUBE_READ_RULE = {"apiGroups": [""], "resources": ["namespaces", "nodes", "pods"],
+                  "verbs": ["get", "list", "watch"]}
+SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+TOKEN_SECONDS = 3607
+RBAC_KINDS = {"ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
 
 
 def render(source, work, name):
@@ -248,6 +259,8 @@ def check_manifests(args):
     if not shutil.which("node"):
         return skip("node not installed")
     rendered = []
+    volume_kinds = set()  # of every rendered DaemonSet
+    gatekeeper_docs = []
     for name in KUSTOMIZATIONS:
         path, error = render(args.source_dir, args.work_dir, name)
         if c.check(path is not None, f"kubectl kustomize deploy/{name}: {error}"):
@@ -267,6 +280,15 @@ def check_manifests(args):
                 check_platform(c, platform, docs, args)
             if name in POLICY_EXAMPLES:
                 check_policy_example(c, name, docs)
+            else:
+                check_kube_api_access(c, f"deploy/{name}", docs, name not in NO_KUBE_API_EXAMPLES)
+                volume_kinds |= {k for d in docs if d["kind"] == "DaemonSet"
+                                 for v in d["spec"]["template"]["spec"]["volumes"]
+                                 for k in v if k != "name"}
+            if name in NO_KUBE_API_EXAMPLES:
+                check_daemon_accepts_args(c, f"deploy/{name}", docs, args)
+            if name == "examples/gatekeeper":
+                gatekeeper_docs = docs
             if name == "base":
                 c.check(not any(d["apiVersion"].startswith("monitoring.coreos.com") for d in docs),
                         "the base must install without prometheus-operator CRDs")
@@ -283,18 +305,32 @@ def check_manifests(args):
                 caps = ds["spec"]["template"]["spec"]["containers"][0]["securityContext"][
                     "capabilities"]["add"]
                 c.check({"BPF", "PERFMON"} <= set(caps), f"tracer component: capabilities {caps}")
-    # Every component is rendered: through its platform's example, or inside another component.
+    check_gatekeeper_volumes(c, gatekeeper_docs, volume_kinds)
+    # Every component is rendered: through its platform's example, inside another component, or
+    # by an example the checks render.
     for component in sorted((args.source_dir / "deploy/components").iterdir()):
         used = any(f"../{component.name}" in k.read_text()
                    for k in (args.source_dir / "deploy/components").glob("*/kustomization.yaml"))
-        c.check(component.name in PLATFORMS or used,
-                f"deploy/components/{component.name}: no example renders it (PLATFORMS)")
+        rendered_by = any(f"components/{component.name}\n" in
+                          (args.source_dir / "deploy" / k / "kustomization.yaml").read_text()
+                          for k in KUSTOMIZATIONS if k.startswith("examples/"))
+        c.check(component.name in PLATFORMS or used or rendered_by,
+                f"deploy/components/{component.name}: no example renders it (PLATFORMS, "
+                "KUSTOMIZATIONS)")
     if rendered:
         result = run(["node", str(validate_dir / "validate.mjs"), "--work-dir",
                       str(args.work_dir / "ts")] + [str(p) for p in rendered])
         print(result.stdout + result.stderr)
         c.check(result.returncode == 0, "schema / strict validation failed (above)")
     return c.finish("manifests")
+
+
+def check_gatekeeper_volumes(c, gatekeeper_docs, volume_kinds):
+    """Gatekeeper's volume types admit every volume kind of every rendered DaemonSet."""
+    allowed = next((d["spec"]["parameters"]["volumes"] for d in gatekeeper_docs
+                    if d["kind"] == "K8sPSPVolumeTypes"), [])
+    c.check(volume_kinds <= set(allowed), f"examples/gatekeeper: K8sPSPVolumeTypes {allowed} "
+            f"lacks {sorted(volume_kinds - set(allowed))}")
 
 
 def check_dashboard_configmap(c, source, docs, name):
@@ -419,6 +455,92 @@ def check_platform(c, platform, docs, args):
         text = result.stdout + result.stderr
         c.check(result.returncode == 0 and "unknown" not in text.lower(),
                 f"{where}: report rejects the flags: {text.strip()[:300]}")
+
+
+def check_kube_api_access(c, where, docs, with_api):
+    """Read-only Kubernetes API access: istio-cni's read rule and nothing else, bound to the
+    DaemonSet's ServiceAccount, the credentials in a read-only projected volume with a bound,
+    expiring token; or, without API access, no RBAC for it, no token and `--no-kube-api`."""
+    ds = next(d for d in docs if d["kind"] == "DaemonSet")
+    spec = ds["spec"]["template"]["spec"]
+    container = spec["containers"][0]
+    account = spec.get("serviceAccountName")
+    subject = {"kind": "ServiceAccount", "name": account, "namespace": "istio-system"}
+    sa = next((d for d in docs if d["kind"] == "ServiceAccount" and
+               d["metadata"]["name"] == account), None)
+    c.check(sa is not None, f"{where}: no ServiceAccount {account} (the DaemonSet's)")
+    # The token reaches the agent only through the explicit volume below, never the automount.
+    c.check(spec.get("automountServiceAccountToken") is False and sa is not None and
+            sa.get("automountServiceAccountToken") is False,
+            f"{where}: automountServiceAccountToken must be false on the pod and the "
+            "ServiceAccount")
+    roles = {d["metadata"]["name"]: d for d in docs if d["kind"] in ("ClusterRole", "Role")}
+    for name, role in roles.items():
+        for rule in role.get("rules", []):
+            scc_use = (rule.get("apiGroups") == ["security.openshift.io"] and
+                       rule.get("resources") == ["securitycontextconstraints"] and
+                       rule.get("verbs") == ["use"] and
+                       rule.get("resourceNames") == ["ambient-doctor"])
+            read = {k: sorted(v) for k, v in rule.items()} == KUBE_READ_RULE
+            c.check(scc_use or (read and with_api),
+                    f"{where}: {role['kind']} {name} grants {rule}: " +
+                    ("only get, list and watch on pods, namespaces and nodes (and OpenShift's SCC "
+                     "`use`)" if with_api else "only OpenShift's SCC `use` without API access"))
+    bindings = [d for d in docs if d["kind"] in ("ClusterRoleBinding", "RoleBinding")]
+    reader = [b for b in bindings if b["roleRef"]["name"] == "ambient-doctor"]
+    mounts = [m for m in container.get("volumeMounts", []) if m["mountPath"] == SA_DIR]
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    tokens = [v["name"] for v in spec["volumes"]
+              if any("serviceAccountToken" in s for s in v.get("projected", {}).get("sources", []))]
+    args = container.get("args", [])
+    if not with_api:
+        c.check(not reader and "ambient-doctor" not in roles,
+                f"{where}: RBAC for the Kubernetes API without API access")
+        c.check(not mounts and not tokens, f"{where}: a service-account token without API access")
+        c.check("--no-kube-api" in args, f"{where}: the daemon lacks --no-kube-api")
+        return
+    c.check("--no-kube-api" not in args, f"{where}: --no-kube-api with API access")
+    c.check(roles.get("ambient-doctor", {}).get("kind") == "ClusterRole" and
+            [{k: sorted(v) for k, v in r.items()} for r in roles["ambient-doctor"]["rules"]] ==
+            [KUBE_READ_RULE],
+            f"{where}: no ClusterRole ambient-doctor with exactly {KUBE_READ_RULE}")
+    c.check(len(reader) == 1 and reader[0]["kind"] == "ClusterRoleBinding" and
+            reader[0]["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io",
+                                     "kind": "ClusterRole", "name": "ambient-doctor"} and
+            reader[0].get("subjects") == [subject],
+            f"{where}: the ClusterRoleBinding of ambient-doctor does not bind exactly {subject}")
+    if not c.check(len(mounts) == 1, f"{where}: no mount at {SA_DIR}"):
+        return
+    c.check(mounts[0].get("readOnly") is True, f"{where}: the token mount {SA_DIR} not read-only")
+    sources = volumes.get(mounts[0]["name"], {}).get("projected", {}).get("sources", [])
+    token = next((s["serviceAccountToken"] for s in sources if "serviceAccountToken" in s), {})
+    c.check(token.get("path") == "token" and token.get("expirationSeconds") == TOKEN_SECONDS and
+            "audience" not in token,
+            f"{where}: {SA_DIR}/token is not a bound token of the API server's audience expiring "
+            f"after {TOKEN_SECONDS} s: {token}")
+    c.check({"configMap": {"name": "kube-root-ca.crt",
+                           "items": [{"key": "ca.crt", "path": "ca.crt"}]}} in sources,
+            f"{where}: {SA_DIR}/ca.crt is not the kube-root-ca.crt ConfigMap's ca.crt")
+    c.check({"downwardAPI": {"items": [{"path": "namespace", "fieldRef": {
+        "apiVersion": "v1", "fieldPath": "metadata.namespace"}}]}} in sources,
+            f"{where}: {SA_DIR}/namespace is not the pod's namespace (downward API)")
+    c.check(tokens == [mounts[0]["name"]], f"{where}: token volumes {tokens}: one, mounted")
+
+
+def check_daemon_accepts_args(c, where, docs, args):
+    """The real binary accepts the rendered DaemonSet's args with its ConfigMap's flags file."""
+    if not (args.binary and pathlib.Path(args.binary).exists()):
+        return
+    ds = next(d for d in docs if d["kind"] == "DaemonSet")
+    configmap = next(d for d in docs if d["kind"] == "ConfigMap")
+    flags_file = args.work_dir / (where.replace("/", "_") + ".flags")
+    flags_file.write_text(configmap["data"]["agent.flags"])
+    argv = [args.binary] + [str(flags_file) if a == "/etc/ambient-doctor/agent.flags" else a
+                            for a in ds["spec"]["template"]["spec"]["containers"][0]["args"]]
+    result = run(argv + ["--help"], timeout=20)
+    text = result.stdout + result.stderr
+    c.check(result.returncode == 0 and "unknown" not in text.lower(),
+            f"{where}: serve rejects the DaemonSet's args: {text.strip()[:300]}")
 
 
 def check_openshift(c, where, docs, ds):
@@ -577,7 +699,13 @@ def check_conventions(args, ds_text=None):
     flags_file = args.work_dir / "agent.flags"
     flags_file.write_text(flags)
     sa = yaml.safe_load((base / "serviceaccount.yaml").read_text())
-    c.check(sa.get("automountServiceAccountToken") is False, "no API token (no RBAC needed)")
+    c.check(sa.get("automountServiceAccountToken") is False and
+            spec.get("automountServiceAccountToken") is False,
+            "no automounted token (the DaemonSet mounts its own, read-only)")
+    token = mounts.get(SA_DIR)
+    c.check(token is not None and token.get("readOnly") is True and
+            "projected" in volumes.get(token["name"], {}),
+            f"the token volume at {SA_DIR}: projected, mounted read-only")
     if args.binary and pathlib.Path(args.binary).exists():
         # Unknown flags fail at parse time (exit 2 with "unknown flag"); a scan of the missing
         # host paths fails later with its own message, which is fine here.
@@ -591,6 +719,16 @@ def check_conventions(args, ds_text=None):
             text = result.stdout + result.stderr
             c.check("unknown" not in text.lower() and "usage error" not in text.lower(),
                     f"{' '.join(command[:1])} rejects the deploy flags: {text.strip()[:300]}")
+        # The flags file's commented examples ("#   --flag value") are flags report accepts
+        # (given as arguments: --help skips checking a --config file's flags).
+        examples = [w for line in flags.splitlines()
+                    if re.match(r"\s*#\s+--[a-z]", line) for w in line.strip("# ").split()]
+        c.check(examples, "agent.flags has no commented flag examples")
+        result = run([args.binary, "report", "--config", str(flags_file)] + examples + ["--help"],
+                     timeout=20)
+        text = result.stdout + result.stderr
+        c.check(result.returncode == 0 and "unknown" not in text.lower(),
+                f"report rejects agent.flags' commented examples {examples}: {text.strip()[:300]}")
     return c.finish("conventions")
 
 
@@ -986,7 +1124,11 @@ def check_selftest(args):
                 .replace("hostPID: true", "hostPID: false\n      hostNetwork: true")
                 .replace("- NET_RAW  #", "- NET_RAW\n                - SYS_MODULE  #")
                 .replace("readOnly: true\n              mountPropagation: HostToContainer",
-                         "mountPropagation: HostToContainer", 1))
+                         "mountPropagation: HostToContainer", 1)
+                .replace("automountServiceAccountToken: false",
+                         "automountServiceAccountToken: true")
+                .replace(f"mountPath: {SA_DIR}\n              readOnly: true",
+                         f"mountPath: {SA_DIR}"))
     broken = re.sub(r"(- SYS_PTRACE)\s+#.*", r"\1", broken)
     original_finish = Checker.finish
     Checker.finish = lambda self, what: self.failures  # collect instead of printing
@@ -997,7 +1139,8 @@ def check_selftest(args):
         Checker.finish = original_finish
     expect(failures, ["not privileged", "allowPrivilegeEscalation must be True", "hostPID: true", "no hostNetwork", "SYS_MODULE",
                       "capability SYS_PTRACE has no comment",
-                      "hostPath mount /host/var/run/netns read-only"], "conventions")
+                      "hostPath mount /host/var/run/netns read-only", "no automounted token",
+                      f"the token volume at {SA_DIR}: projected, mounted read-only"], "conventions")
 
     # Image packages: a missing and a superfluous package.
     sub = Checker()
@@ -1102,7 +1245,63 @@ def check_selftest(args):
                     f"validate.mjs missed a misspelled field: {result.stdout}")
             selftest_schemas(c, args, path, validate)
     selftest_platforms(c, args, expect)
+    selftest_kube_api(c, args, expect)
     return c.finish("selftest")
+
+
+def selftest_kube_api(c, args, expect):
+    """More RBAC than the read rule, a binding of another account, a writable or automounted
+    token, and a no-kube-api rendering that kept RBAC or lost the flag are caught by name."""
+    if not shutil.which("kubectl"):
+        return
+    path, error = render(args.source_dir, args.work_dir, "base")
+    if not c.check(path is not None, f"render base: {error}"):
+        return
+    docs = [d for d in yaml.safe_load_all(path.read_text()) if d]
+    sub = Checker()
+    check_kube_api_access(sub, "base", docs, True)
+    c.check(not sub.failures, f"kube API access: the base fails: {sub.failures}")
+    role = next(d for d in docs if d["kind"] == "ClusterRole")
+    role["rules"][0]["verbs"].append("patch")
+    role["rules"].append({"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]})
+    binding = next(d for d in docs if d["kind"] == "ClusterRoleBinding")
+    binding["subjects"][0]["name"] = "default"
+    spec = next(d for d in docs if d["kind"] == "DaemonSet")["spec"]["template"]["spec"]
+    spec["automountServiceAccountToken"] = True
+    mount = next(m for m in spec["containers"][0]["volumeMounts"] if m["mountPath"] == SA_DIR)
+    del mount["readOnly"]
+    volume = next(v for v in spec["volumes"] if v["name"] == mount["name"])
+    volume["projected"]["sources"][0]["serviceAccountToken"]["expirationSeconds"] = 86400 * 365
+    sub = Checker()
+    check_kube_api_access(sub, "base", docs, True)
+    expect(sub.failures, ["'verbs': ['get', 'list', 'watch', 'patch']", "'resources': ['secrets']",
+                          "no ClusterRole ambient-doctor with exactly",
+                          "does not bind exactly {'kind': 'ServiceAccount', 'name': "
+                          "'ambient-doctor'",
+                          "automountServiceAccountToken must be false",
+                          f"the token mount {SA_DIR} not read-only", "expiring after 3607 s"],
+           "kube API access")
+    # Without API access: the base's role and binding left in, the flag lost.
+    path, error = render(args.source_dir, args.work_dir, NO_KUBE_API_EXAMPLES[0])
+    if not c.check(path is not None, f"render {NO_KUBE_API_EXAMPLES[0]}: {error}"):
+        return
+    off = [d for d in yaml.safe_load_all(path.read_text()) if d]
+    sub = Checker()
+    check_kube_api_access(sub, "no-kube-api", off, False)
+    c.check(not sub.failures, f"kube API access: {NO_KUBE_API_EXAMPLES[0]} fails: {sub.failures}")
+    base = [d for d in yaml.safe_load_all(render(args.source_dir, args.work_dir, "base")[0]
+                                          .read_text()) if d]
+    off += [d for d in base if d["kind"] in RBAC_KINDS]
+    spec = next(d for d in off if d["kind"] == "DaemonSet")["spec"]["template"]["spec"]
+    spec["containers"][0]["args"].remove("--no-kube-api")
+    sub = Checker()
+    check_kube_api_access(sub, "no-kube-api", off, False)
+    expect(sub.failures, ["grants {'apiGroups': ['']", "RBAC for the Kubernetes API without",
+                          "the daemon lacks --no-kube-api"], "no-kube-api")
+    sub = Checker()
+    check_gatekeeper_volumes(sub, [{"kind": "K8sPSPVolumeTypes", "spec": {"parameters": {
+        "volumes": ["hostPath", "configMap", "emptyDir"]}}}], {"hostPath", "projected"})
+    expect(sub.failures, ["lacks ['projected']"], "gatekeeper volumes")
 
 
 def selftest_schemas(c, args, base_rendered, validate):

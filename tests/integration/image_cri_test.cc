@@ -332,6 +332,7 @@ std::string VolumeSource(const Rendered& r, const rapidjson::Value& volume, cons
     fs::create_directories(dir);  // a path the lab has nothing for: DirectoryOrCreate, empty
     return dir;
   }
+  // An emptyDir, and the projected API token (the lab has no API server), stay empty.
   fs::create_directories(dir);
   if (const rapidjson::Value* map = JsonMember(volume, "configMap")) {
     // The rendered ConfigMap's files, as the kubelet projects them (the name must match).
@@ -342,7 +343,8 @@ std::string VolumeSource(const Rendered& r, const rapidjson::Value& volume, cons
     for (const auto& [key, value] : (*r.configmap)["data"].GetObject()) {
       std::ofstream(dir + "/" + key.GetString()) << value.GetString() << node.configmap_extra;
     }
-  } else if (JsonMember(volume, "emptyDir") == nullptr) {
+  } else if (JsonMember(volume, "emptyDir") == nullptr &&
+             JsonMember(volume, "projected") == nullptr) {
     error = "volume " + name + " has a source the test does not provide";
     return "";
   }

@@ -1,10 +1,11 @@
 // deploy/ checked offline (no cluster, no root): YAML style, kustomize rendering with schema and
-// strict unknown-field validation, the DaemonSet's conventions and least privilege, the alert
-// rules (promtool check + unit tests of every alert), the runbooks and their agreement with the
-// findings table, the example Alertmanager inhibit rules, the image's runtime packages
-// against `ldd` of the built binary, and the Grafana dashboard's lint and PromQL. The checks live
-// in tests/deploy/deploy_checks.py; the live Prometheus proof is
-// tests/integration/alerts_live_test.
+// strict unknown-field validation, the DaemonSet's conventions and least privilege (with the
+// Kubernetes API access: read-only RBAC bound to the agent's ServiceAccount, a read-only token,
+// none of it with the no-kube-api component), the alert rules (promtool check + unit tests of
+// every alert), the runbooks and their agreement with the findings table, the example
+// Alertmanager inhibit rules, the image's runtime packages against `ldd` of the built binary, and
+// the Grafana dashboard's lint and PromQL. The checks live in tests/deploy/deploy_checks.py; the
+// live Prometheus proof is tests/integration/alerts_live_test.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
