@@ -536,8 +536,8 @@ std::string PodNetnsLines(const pb::PodReport& pod, bool color) {
     return Labelled(color, "netns", "not paired: " + pod.pairing_detail());
   }
   const pb::NetnsEntry& e = pod.netns();
-  out += Labelled(color, "netns",
-                  e.path() + " (inode " + std::to_string(e.inode()) + "), " + pod.pairing_detail());
+  out += Labelled(color, "netns", e.path() + " (inode " + std::to_string(e.inode()) + ")");
+  out += Labelled(color, "paired by", pod.pairing() + ": " + pod.pairing_detail());
   std::string rules = pod.redirect();
   if (!pod.redirect_detail().empty()) rules += ": " + pod.redirect_detail();
   out += Labelled(color, "rules", rules);

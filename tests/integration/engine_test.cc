@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <memory>
 #include <utility>
 
 #include "netns_test_util.h"
@@ -277,6 +279,97 @@ TEST_F(EngineTest, RelistenReadsOnlyTheListenersOfTheNetnsNamed) {
 }
 
 // Pure: the netns a ztunnel holds without an owned HBONE listener, nothing else.
+// A pod netns (this test's second netns; the first plays the host) holding the pod IP 10.244.0.9.
+NetnsSnapshot PodWithIp() {
+  NetnsSnapshot snapshot = Readable();
+  snapshot.routing.addresses.push_back(
+      {.ifname = "eth0", .address = "10.244.0.9", .prefix_len = 16, .global_scope = true});
+  return snapshot;
+}
+
+// The Kubernetes API's view: namespace demo labelled `mode`, pod demo/web on node `node`.
+std::shared_ptr<const KubeSnapshot> KubeView(const std::string& node, const std::string& mode,
+                                             int64_t created_unix_s, bool healthy = true) {
+  auto view = std::make_shared<KubeSnapshot>();
+  view->status.enabled = true;
+  view->status.node_name = node;
+  for (KubeResourceStatus* status :
+       {&view->status.pods, &view->status.namespaces, &view->status.node}) {
+    status->synced = true;
+  }
+  if (!healthy) {
+    view->status.reason = KubeApiReason::kForbidden;
+    view->status.message = "GET /api/v1/pods: HTTP 403";
+  }
+  view->namespaces.push_back({.name = "demo", .dataplane_mode = mode});
+  KubePod pod;
+  pod.uid = "uid-web";
+  pod.name = "web";
+  pod.namespace_name = "demo";
+  pod.node_name = node;
+  pod.phase = "Running";
+  pod.pod_ips = {"10.244.0.9"};
+  pod.creation_unix_s = created_unix_s;
+  view->pods.push_back(pod);
+  view->node = KubeNode{.name = node};
+  return view;
+}
+
+bool HasCode(const std::vector<Finding>& findings, FindingCode code) {
+  return std::any_of(findings.begin(), findings.end(),
+                     [code](const Finding& f) { return f.code == code; });
+}
+
+TEST_F(EngineTest, JudgesTheKubernetesViewAndStepsWhenItChanges) {
+  testing::ScopedNetns pod("engine");
+  ASSERT_TRUE(pod.ok());
+  EngineConfig config = config_;
+  config.discovery.name_glob = "adt-engine-" + std::to_string(::getpid()) + "-*";
+  config.node_name = "node-a";
+  auto inspector = std::make_unique<ScriptedInspector>();
+  inspector->SetNext(PodWithIp());
+  int64_t now = 1'800'000'000'000;
+  Engine engine(config, std::move(inspector), [&now] { return now; });
+  std::shared_ptr<const KubeSnapshot> view = KubeView("node-a", "ambient", now / 1000 - 3600);
+  engine.set_kube_view([&view] { return view; });
+  const StepPlan idle{
+      .full = false, .dirty_netns = {}, .node_sources = true, .skip_if_unchanged = true};
+
+  EngineStep first = engine.Step();
+  ASSERT_TRUE(first.usable);
+  ASSERT_TRUE(first.desired);
+  EXPECT_TRUE(first.desired->judged);
+  EXPECT_EQ(first.snapshot.kube, view);
+  EXPECT_TRUE(HasCode(first.analysis.findings, FindingCode::kPodNotEnrolled))
+      << "labelled ambient, no redirect in its netns";
+  EXPECT_TRUE(engine.Step(idle).unchanged) << "same view, same reads";
+
+  view = KubeView("node-a", "none", now / 1000 - 3600);  // the namespace is relabelled
+  EngineStep relabelled = engine.Step(idle);
+  EXPECT_FALSE(relabelled.unchanged) << "a new view is judged even when no netns changed";
+  EXPECT_FALSE(HasCode(relabelled.analysis.findings, FindingCode::kPodNotEnrolled));
+  ASSERT_EQ(relabelled.changes.size(), 1u);
+  EXPECT_EQ(relabelled.changes[0].kind, FindingChange::Kind::kResolved);
+
+  view = KubeView("node-a", "ambient", now / 1000 - 3600, /*healthy=*/false);
+  EngineStep degraded = engine.Step(idle);
+  EXPECT_FALSE(HasCode(degraded.analysis.findings, FindingCode::kPodNotEnrolled))
+      << "no desired-state finding from a degraded source";
+  ASSERT_TRUE(degraded.desired);
+  EXPECT_FALSE(degraded.desired->judged);
+  ASSERT_EQ(degraded.source_changes.size(), 1u);
+  EXPECT_EQ(degraded.source_changes[0].source, SourceKind::kKubeApi);
+  EXPECT_EQ(degraded.source_changes[0].kind, SourceChange::Kind::kDegraded);
+
+  view = KubeView("node-a", "ambient", now / 1000 - 5);  // a pod being set up
+  EngineStep young = engine.Step(idle);
+  EXPECT_FALSE(HasCode(young.analysis.findings, FindingCode::kPodNotEnrolled));
+  now += 60'000;
+  EngineStep grown = engine.Step(idle);
+  EXPECT_FALSE(grown.unchanged) << "a pod in its grace period ages without any input changing";
+  EXPECT_TRUE(HasCode(grown.analysis.findings, FindingCode::kPodNotEnrolled));
+}
+
 TEST(AwaitingListenersTest, HeldWithoutAnOwnedHboneListener) {
   NodeSnapshot snapshot;
   auto netns = [&](uint64_t inode, std::vector<ListeningSocket> listeners) {

@@ -21,6 +21,7 @@
 #include "cni_sim/cni_server.h"
 #include "lab/emulators.h"
 #include "lab/exec.h"
+#include "lab/kube_objects.h"
 
 namespace ad::lab {
 namespace {
@@ -150,6 +151,12 @@ std::string FaultDescription(FaultKind kind, LabBackend backend, const LabPod* p
       return "ztunnel-sim keeps 90 % of its soft RLIMIT_NOFILE open";
     case FaultKind::kCertUnavailable:
       return "the pod's own service account; ztunnel-sim's certificate for it is Unavailable";
+    case FaultKind::kNotEnrolled:
+      return "no Istio rules, but the pod is in the ambient-labelled namespace (API)";
+    case FaultKind::kAnnotationStale:
+      return "no Istio rules, but the API shows ambient.istio.io/redirection=enabled";
+    case FaultKind::kOptedOut:
+      return "Istio rules, but the API shows the pod label istio.io/dataplane-mode=none";
   }
   return {};
 }
@@ -390,6 +397,7 @@ bool IsLabNetnsName(const std::string& prefix, const std::string& name) {
 constexpr char kCniSim[] = "cni-sim";
 constexpr char kZtunnelSim[] = "ztunnel-sim";
 constexpr char kCriSim[] = "cri-sim";
+constexpr char kKubeApiSim[] = "kube-api-sim";
 constexpr char kKubeletProber[] = "kubelet-prober";
 
 std::string PidFilePath(const std::string& run_dir, const std::string& name) {
@@ -501,11 +509,26 @@ Status StartCniSim(LabNode& node, const LabOptions& options) {
   return kOk;
 }
 
-// Every meshed pod's addresses, for cri-sim's PodSandboxStatus (network.ip).
+// The pods cri-sim lists. Without --kube, cni-sim's pods file (meshed pods, following add-pod and
+// del-pod). With it, every pod, plain ones too, in the namespace the API shows, so the agent pairs
+// each API pod with its sandbox as on a real node (a file of its own: add-pod does not reach it).
+bool CriListsPod(const LabNode& node, const LabPod& pod) { return pod.meshed || node.kube.enabled; }
+
+std::string CriPodsFileText(const LabNode& node) {
+  std::string text = "# uid name namespace service-account netns-path (cri-sim, --kube lab)\n";
+  for (const LabPod& pod : node.pods) {
+    text += sim::PodsFileLine({pod.pod_uid, pod.netns_name, std::string(LabKubeNamespace(pod)),
+                               "default", pod.netns_path}) +
+            "\n";
+  }
+  return text;
+}
+
+// The addresses of the pods cri-sim lists, for its PodSandboxStatus (network.ip).
 std::string PodIpsFileText(const LabNode& node) {
   std::string text = "# uid ipv4 [ipv6] (cri-sim reads per request)\n";
   for (const LabPod& pod : node.pods) {
-    if (!pod.meshed) continue;
+    if (!CriListsPod(node, pod)) continue;
     text += pod.pod_uid + " " + pod.ipv4 + (pod.ipv6.empty() ? "" : " " + pod.ipv6) + "\n";
   }
   return text;
@@ -519,8 +542,15 @@ Status StartCriSim(LabNode& node) {
   if (Status status = WriteFileAtomically(zds.pod_ips_file, PodIpsFileText(node)); !status.ok()) {
     return status;
   }
-  std::vector<std::string> argv = {program,       "--socket",   zds.cri_socket_path, "--pods-file",
-                                   zds.pods_file, "--ips-file", zds.pod_ips_file};
+  std::string pods_file = zds.pods_file;
+  if (node.kube.enabled) {
+    pods_file = zds.run_dir + "/cri-pods.txt";
+    if (Status status = WriteFileAtomically(pods_file, CriPodsFileText(node)); !status.ok()) {
+      return status;
+    }
+  }
+  std::vector<std::string> argv = {program,   "--socket",   zds.cri_socket_path, "--pods-file",
+                                   pods_file, "--ips-file", zds.pod_ips_file};
   Result<int> pid = SpawnDaemon({argv, "", zds.cri_log});
   if (!pid.ok()) return pid.error();
   zds.cri_sim_pid = *pid;
@@ -695,6 +725,61 @@ Status StartKubeletProber(LabNode& node, const LabOptions& options) {
   return WriteFileAtomically(PidFilePath(run_dir, kKubeletProber), std::to_string(*pid) + "\n");
 }
 
+// kube-api-sim on 127.0.0.1 (a free port) in the machine's netns, where the agent runs: a
+// self-signed certificate for 127.0.0.1, a token, the lab's objects, and a kubeconfig naming them.
+Status StartKubeApi(LabNode& node) {
+  LabKube& kube = node.kube;
+  const std::string program = SimBinaryPath(kKubeApiSim);
+  if (program.empty()) return LabError("kube-api-sim executable not found (build kube-api-sim)");
+  std::error_code error;
+  fs::create_directories(kube.dir, error);
+  if (error) return LabError("create " + kube.dir + ": " + error.message());
+  if (Status made =
+          Run({{"openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
+                "-nodes", "-keyout", kube.key_file, "-out", kube.ca_file, "-days", "30", "-subj",
+                "/CN=ambient-lab-kube-api", "-addext", "subjectAltName=IP:127.0.0.1"}});
+      !made.ok()) {
+    return made;
+  }
+  const int64_t hour_ago = std::chrono::duration_cast<std::chrono::seconds>(
+                               std::chrono::system_clock::now().time_since_epoch())
+                               .count() -
+                           3600;
+  for (const auto& [path, text] :
+       {std::pair{kube.token_file, "lab-token-" + node.prefix + "\n"},
+        std::pair{kube.objects_file, LabKubeObjectsJson(node, hour_ago)}}) {
+    if (Status written = WriteFileAtomically(path, text); !written.ok()) return written;
+  }
+  std::vector<std::string> argv = {
+      program,           "--cert",        kube.ca_file, "--key", kube.key_file,
+      "--token-file",    kube.token_file, "--port",     "0",     "--objects",
+      kube.objects_file, "--bookmark-ms", "60000"};
+  Result<int> pid = SpawnDaemon({argv, "", kube.log});
+  if (!pid.ok()) return pid.error();
+  kube.pid = *pid;
+  if (Status status = WriteFileAtomically(PidFilePath(LabRunDir(node.prefix), kKubeApiSim),
+                                          std::to_string(*pid) + "\n");
+      !status.ok()) {
+    return status;
+  }
+  auto server_line = [&kube]() -> std::string {
+    std::ifstream in(kube.log);
+    std::string line;
+    while (std::getline(in, line)) {
+      if (line.starts_with("https://")) return line;
+    }
+    return {};
+  };
+  WaitUntil([&] { return !server_line().empty() || !DaemonRunning(kube.pid, kKubeApiSim); },
+            std::chrono::seconds(5));
+  kube.server = server_line();
+  if (kube.server.empty()) {
+    return LabError("kube-api-sim did not start" + LogTail(kube.log));
+  }
+  return WriteFileAtomically(kube.kubeconfig,
+                             LabKubeconfigText(kube.server, kube.ca_file, kube.token_file));
+}
+
 void StopEmulators(const std::string& prefix) {
   const std::string run_dir = LabRunDir(prefix);
   // ztunnel first, like a node drain; then the server.
@@ -702,6 +787,7 @@ void StopEmulators(const std::string& prefix) {
   StopDaemon(ReadPidFile(PidFilePath(run_dir, kCniSim)), kCniSim);
   StopDaemon(ReadPidFile(PidFilePath(run_dir, kCriSim)), kCriSim);
   StopDaemon(ReadPidFile(PidFilePath(run_dir, kKubeletProber)), kKubeletProber);
+  StopDaemon(ReadPidFile(PidFilePath(run_dir, kKubeApiSim)), kKubeApiSim);
   std::error_code ignored;
   fs::remove_all(run_dir, ignored);
 }
@@ -771,6 +857,12 @@ std::string_view FaultName(FaultKind kind) {
       return "ztunnel-fd-pressure";
     case FaultKind::kCertUnavailable:
       return "cert-unavailable";
+    case FaultKind::kNotEnrolled:
+      return "not-enrolled";
+    case FaultKind::kAnnotationStale:
+      return "annotation-stale";
+    case FaultKind::kOptedOut:
+      return "opted-out";
   }
   return "?";
 }
@@ -801,6 +893,17 @@ const std::vector<FaultKind>& NodeFileFaultKinds() {
   return kinds;
 }
 
+const std::vector<FaultKind>& KubeFaultKinds() {
+  static const std::vector<FaultKind> kinds = {FaultKind::kNotEnrolled, FaultKind::kAnnotationStale,
+                                               FaultKind::kOptedOut};
+  return kinds;
+}
+
+bool IsKubeFault(FaultKind kind) {
+  const auto& kinds = KubeFaultKinds();
+  return std::find(kinds.begin(), kinds.end(), kind) != kinds.end();
+}
+
 bool IsZdsFault(FaultKind kind) {
   const auto& kinds = ZdsFaultKinds();
   return std::find(kinds.begin(), kinds.end(), kind) != kinds.end();
@@ -820,6 +923,7 @@ Result<FaultSpec> ParseFault(std::string_view text) {
   kinds.insert(kinds.end(), ZdsFaultKinds().begin(), ZdsFaultKinds().end());
   kinds.push_back(FaultKind::kProbeUnreplied);  // probe path
   kinds.insert(kinds.end(), NodeFileFaultKinds().begin(), NodeFileFaultKinds().end());
+  kinds.insert(kinds.end(), KubeFaultKinds().begin(), KubeFaultKinds().end());
   const auto kind = std::find_if(kinds.begin(), kinds.end(),
                                  [name](FaultKind k) { return FaultName(k) == name; });
   if (kind == kinds.end()) {
@@ -859,6 +963,14 @@ std::string LabAgentFlags(const LabNode& node) {
     text += "--host-root " + node.host_root + "\n";
     // The lab's runtimes do not report a CNI config directory: the lab names its own.
     text += "--cni-conf-dir /etc/cni/net.d\n";
+  }
+  if (node.kube.enabled) {
+    text += "--kubeconfig " + node.kube.kubeconfig + "\n";
+    text += "--node-name " + node.kube.node_name + "\n";
+    // The lab's pods are set up when `up` returns (its sandboxes were made moments ago).
+    text += "--enrollment-grace 0s\n";
+  } else {
+    text += "--no-kube-api\n";  // no API server: desired state is not judged
   }
   if (!node.zds.enabled) {
     // No ZDS emulators: judging pods for ztunnel listeners would only restate that.
@@ -926,7 +1038,7 @@ std::string LabRunDir(const std::string& prefix) {
 
 std::vector<LabEmulator> LabEmulators(const std::string& prefix) {
   std::vector<LabEmulator> emulators;
-  for (const char* name : {kCniSim, kZtunnelSim, kCriSim, kKubeletProber}) {
+  for (const char* name : {kCniSim, kZtunnelSim, kCriSim, kKubeletProber, kKubeApiSim}) {
     const int pid = ReadPidFile(PidFilePath(LabRunDir(prefix), name));
     if (pid > 0) emulators.push_back({name, pid, DaemonRunning(pid, name)});
   }
@@ -965,6 +1077,10 @@ std::string LabNode::Describe() const {
     out += "        pods " + zds.pods_file + ", ips " + zds.pod_ips_file + ", stats " +
            zds.stats_file + "\n";
     out += "        logs " + zds.cni_log + ", " + zds.ztunnel_log + ", " + zds.cri_log + "\n";
+  }
+  if (kube.enabled) {
+    out += "  kube  kube-api-sim pid " + std::to_string(kube.pid) + " on " + kube.server +
+           ", node " + kube.node_name + ", kubeconfig " + kube.kubeconfig + "\n";
   }
   if (kubelet_prober_pid > 0) {
     out += "  probe kubelet-prober pid " + std::to_string(kubelet_prober_pid) + " in " +
@@ -1016,6 +1132,21 @@ Result<LabNode> PlanLab(const LabOptions& options) {
     zds.ztunnel_netns_path = std::string(kNetnsDir) + "/" + zds.ztunnel_netns_name;
   }
 
+  node.kube.enabled =
+      options.kube || std::any_of(options.faults.begin(), options.faults.end(),
+                                  [](const FaultSpec& f) { return IsKubeFault(f.kind); });
+  if (node.kube.enabled) {
+    LabKube& kube = node.kube;
+    kube.dir = LabRunDir(options.prefix) + "/kube";
+    kube.kubeconfig = kube.dir + "/kubeconfig";
+    kube.ca_file = kube.dir + "/server.crt";
+    kube.key_file = kube.dir + "/server.key";
+    kube.token_file = kube.dir + "/token";
+    kube.objects_file = kube.dir + "/objects.json";
+    kube.log = kube.dir + "/kube-api-sim.log";
+    kube.node_name = LabKubeNodeName(options.prefix);
+  }
+
   const int total = options.pods + options.plain_pods;
   const int width =
       std::max<int>(3, static_cast<int>(std::to_string(std::max(total - 1, 0)).size()));
@@ -1055,14 +1186,22 @@ Result<LabNode> PlanLab(const LabOptions& options) {
       node.faults.push_back(std::move(fault));
       continue;
     }
-    const int target = spec.pod_index.value_or(options.pods - 1);
+    // not-enrolled and annotation-stale are about a pod without rules: the last plain pod.
+    const bool wants_plain =
+        spec.kind == FaultKind::kNotEnrolled || spec.kind == FaultKind::kAnnotationStale;
+    const int target = spec.pod_index.value_or(wants_plain ? total - 1 : options.pods - 1);
     if (target < 0 || target >= total) {
       return LabError("fault " + std::string(FaultName(spec.kind)) + ": no pod " +
                       std::to_string(target) + " (ambient pods are 0.." +
                       std::to_string(options.pods - 1) + ")");
     }
     LabPod& pod = node.pods[static_cast<size_t>(target)];
-    if (!pod.meshed) {
+    if (wants_plain && pod.meshed) {
+      return LabError("fault " + std::string(FaultName(spec.kind)) + ": pod " +
+                      std::to_string(target) + " is an ambient pod; it needs a plain pod " +
+                      "(--plain-pods)");
+    }
+    if (!wants_plain && !pod.meshed) {
       return LabError("fault " + std::string(FaultName(spec.kind)) + ": pod " +
                       std::to_string(target) + " is a plain (non-mesh) pod");
     }
@@ -1169,6 +1308,9 @@ Result<LabNode> LabUp(const LabOptions& options) {
     }
   }
   if (Status status = SetUpHostRoot(node); !status.ok()) return fail(status.error());
+  if (node.kube.enabled) {
+    if (Status status = StartKubeApi(node); !status.ok()) return fail(status.error());
+  }
   node.timings.total_seconds = SecondsSince(start);
   WriteManifest(node);
   return node;

@@ -51,6 +51,10 @@ enum class FaultKind : uint8_t {
   kZtunnelFdPressure,  // ztunnel-sim with a low RLIMIT_NOFILE and 90 % of it open
   kCertUnavailable,    // the pod has its own service account; ztunnel-sim's cert for it is
                        // Unavailable
+  // Desired state (imply --kube; kube-api-sim serves the lab's pods):
+  kNotEnrolled,      // a plain pod (no rules) in the ambient-labelled namespace
+  kAnnotationStale,  // a plain pod in the ambient namespace annotated redirection=enabled
+  kOptedOut,         // an ambient pod (rules) labelled istio.io/dataplane-mode=none
 };
 std::string_view FaultName(FaultKind kind);  // "flip", "dup-jump", ...
 // The netfilter faults (visible in rules); ZdsFaultKinds() need the emulators.
@@ -59,6 +63,10 @@ const std::vector<FaultKind>& ZdsFaultKinds();
 // Faults in the lab host's files (its host root), seen by node sources.
 const std::vector<FaultKind>& NodeFileFaultKinds();
 bool IsZdsFault(FaultKind kind);
+// The desired-state faults: only the Kubernetes objects differ (not-enrolled, annotation-stale
+// target a plain pod, default the last one; opted-out an ambient pod).
+const std::vector<FaultKind>& KubeFaultKinds();
+bool IsKubeFault(FaultKind kind);
 // Faults of the node rather than of one pod (host-enrolled, zds-deadlock, zds-slow-ack,
 // ztunnel-crash, ztunnel-fd-pressure); a pod index given with them is ignored.
 bool IsNodeFault(FaultKind kind);
@@ -86,6 +94,10 @@ struct LabOptions {
   // implied by the probe-unreplied fault.
   bool kubelet_prober = false;
   int prober_interval_ms = 2000;
+  // Run kube-api-sim (a kube-apiserver emulator on 127.0.0.1) serving the lab's pods, namespaces
+  // and node, and point the lab's agent flags at it (--kubeconfig, --node-name); implied by the
+  // desired-state faults. Without it the agent flags say --no-kube-api.
+  bool kube = false;
 };
 
 struct InjectedFault {
@@ -136,6 +148,21 @@ struct LabZds {
   int cri_sim_pid = 0;
 };
 
+// kube-api-sim of a lab with --kube; files live in <run dir>/kube.
+struct LabKube {
+  bool enabled = false;
+  std::string dir;
+  std::string server;  // https://127.0.0.1:PORT, once started
+  std::string kubeconfig;
+  std::string ca_file;
+  std::string key_file;
+  std::string token_file;
+  std::string objects_file;
+  std::string log;
+  std::string node_name;  // the lab node in the API
+  int pid = 0;
+};
+
 struct LabNode {
   std::string prefix;
   std::string host_netns_name;
@@ -146,6 +173,7 @@ struct LabNode {
   std::vector<LabPod> pods;
   std::vector<InjectedFault> faults;
   LabZds zds;
+  LabKube kube;
   int kubelet_prober_pid = 0;  // 0: no prober (pid file in LabRunDir)
   LabTimings timings;
   // The lab host's root for host paths (--host-root): <run dir>/host-root, holding the CNI

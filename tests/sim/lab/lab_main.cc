@@ -50,7 +50,15 @@ options:
                        ztunnel health (imply --zds): ztunnel-fd-pressure, cert-unavailable;
                        probe path (implies --kubelet-prober): probe-unreplied;
                        node files (the lab host root, printed by `up`; pass it as
-                       --host-root): cni-chain-missing
+                       --host-root): cni-chain-missing;
+                       desired state (imply --kube): not-enrolled, annotation-stale (a plain
+                       pod, default the last), opted-out (an ambient pod)
+  --kube               run kube-api-sim (a kube-apiserver emulator on 127.0.0.1) serving the
+                       lab's pods (ambient pods in namespace lab, labelled ambient; plain pods
+                       in lab-plain), istio-cni's pod and the node NAME-node; the agent flags
+                       get --kubeconfig and --node-name (without it: --no-kube-api); with
+                       --zds, cri-sim lists the plain pods too; add-pod and del-pod do not
+                       change the API's objects
   --kubelet-prober     run kubelet-prober in NAME-host: TCP probes of every ambient pod's
                        :8080 every 2 s, SNATed to the probe address by the host rule
   --kubelet-uid N      skuid in the nft host rule (default 0)
@@ -123,6 +131,8 @@ int main(int argc, char** argv) {
       cli.options.zds = true;
     } else if (arg == "--kubelet-prober") {
       cli.options.kubelet_prober = true;
+    } else if (arg == "--kube") {
+      cli.options.kube = true;
     } else if (arg == "--slow-ack-seconds" && value(text) && ParseCount(text, number)) {
       cli.options.slow_ack_seconds = number;
     } else if (arg == "--no-dns") {
