@@ -265,8 +265,8 @@ MetricsExporter::MetricsExporter(MetricsOptions options, Clock clock)
                       .Name("ambient_doctor_pods_desired")
                       .Help(
                           "This node's pods (not terminal) by the enrollment Istio's predicate "
-                          "wants: ambient or not_ambient. Absent values are 0 while the "
-                          "Kubernetes API source is not judged.")
+                          "wants: ambient or not_ambient. Both are 0 while the Kubernetes "
+                          "API source is not judged.")
                       .Register(r);
   for (DesiredState state : {DesiredState::kAmbient, DesiredState::kNotAmbient}) {
     m.pods_desired[state] = &desired.Add({{"state", std::string(DesiredStateName(state))}});
