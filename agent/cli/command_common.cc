@@ -285,6 +285,19 @@ std::optional<std::string> FinishScanConfig(ScanConfig& scan) {
   return std::nullopt;
 }
 
+LocalScan ScanLocally(ScanConfig& scan) {
+  if (::geteuid() != 0) {
+    spdlog::warn("not running as root: entering other network namespaces will likely fail");
+  }
+  scan.engine.analysis.history_known = false;  // one step: nothing seen before
+  LocalScan local{.kube = KubeLink::Start(scan.kube)};
+  (void)local.kube->WaitSynced(kKubeSyncWait);  // the report says why when it did not sync
+  Engine engine(std::move(scan.engine));
+  engine.set_kube_view([kube = local.kube.get()] { return kube->View(); });
+  local.step = engine.Step();
+  return local;
+}
+
 // Explains on stderr why a scan could not be used.
 void ExplainUnusableScan(const NodeSnapshot& snapshot) {
   std::fprintf(

@@ -95,6 +95,15 @@ std::optional<int> ParseScanCommand(FlagSet& flags, const std::vector<std::strin
                                     ScanConfig& config);
 
 void ExplainUnusableScan(const NodeSnapshot& snapshot);
+
+// One local engine step (report, explain), judged against the Kubernetes API source after
+// waiting for its first lists (kKubeSyncWait); the link stays open for a pod lookup. Warns when
+// not root.
+struct LocalScan {
+  std::unique_ptr<KubeLink> kube;
+  EngineStep step;
+};
+LocalScan ScanLocally(ScanConfig& scan);
 void LogSourceChanges(const std::vector<SourceChange>& changes);
 bool UseColor(const std::string& mode);
 int64_t NowUnixMs();

@@ -1,7 +1,5 @@
 // `explain pod NAMESPACE/NAME` and `report --pod`: one pod's story on this node, from the daemon
 // (GetPod) when it answers, else from a local scan with the Kubernetes API source.
-#include <spdlog/spdlog.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -28,15 +26,8 @@ int PrintPod(const pb::PodReport& pod, const ScanConfig& scan) {
 // A local scan judged against the API source, then the pod's story from it.
 int LocalPod(ScanConfig& scan, const PodQuery& query, const DaemonChoice& daemon) {
   LogFallback(daemon, "scanning");
-  if (::geteuid() != 0) {
-    spdlog::warn("not running as root: entering other network namespaces will likely fail");
-  }
-  scan.engine.analysis.history_known = false;
-  const std::unique_ptr<KubeLink> kube = KubeLink::Start(scan.kube);
-  (void)kube->WaitSynced(kKubeSyncWait);
-  Engine engine(std::move(scan.engine));
-  engine.set_kube_view([&kube] { return kube->View(); });
-  const EngineStep step = engine.Step();
+  const LocalScan local = ScanLocally(scan);
+  const EngineStep& step = local.step;
   if (!step.usable) {
     ExplainUnusableScan(step.snapshot);
     return kExitScanFailed;
@@ -44,7 +35,7 @@ int LocalPod(ScanConfig& scan, const PodQuery& query, const DaemonChoice& daemon
   pb::PodReport pod = api::BuildPodReport(step.snapshot, step.analysis, step.desired.get(), nullptr,
                                           query.namespace_name, query.name);
   if (pod.location() == "unknown") {
-    const PodLocation where = kube->Locate(query.namespace_name, query.name);
+    const PodLocation where = local.kube->Locate(query.namespace_name, query.name);
     const std::string node =
         pod.kubernetes().node().empty() ? step.snapshot.node_name : pod.kubernetes().node();
     api::FillPodLocation(where.found, where.not_found, where.node_name, where.error, node, pod);

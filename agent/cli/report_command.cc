@@ -97,15 +97,8 @@ int RunReportCommand(const std::vector<std::string>& args, const std::string* po
     daemon.daemon_failed = true;
   }
   LogFallback(daemon, "scanning");
-  if (::geteuid() != 0) {
-    spdlog::warn("not running as root: entering other network namespaces will likely fail");
-  }
-  config.scan.engine.analysis.history_known = false;  // one step: nothing seen before
-  const std::unique_ptr<KubeLink> kube = KubeLink::Start(config.scan.kube);
-  (void)kube->WaitSynced(kKubeSyncWait);  // the report says why when it did not sync
-  Engine engine(std::move(config.scan.engine));
-  engine.set_kube_view([&kube] { return kube->View(); });
-  const EngineStep step = engine.Step();
+  const LocalScan scan = ScanLocally(config.scan);
+  const EngineStep& step = scan.step;
   if (!step.usable) {
     ExplainUnusableScan(step.snapshot);
     return kExitScanFailed;
