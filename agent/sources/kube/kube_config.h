@@ -43,11 +43,18 @@ std::optional<std::string> ProcessEnv(const char* name);  // getenv
 KubeConfigResult InClusterConfig(const GetEnv& env, const std::string& sa_dir,
                                  const std::string& node_name);
 
-// A kubeconfig file (YAML as kubectl writes it): the current context's cluster and user.
-// Relative file paths in it are relative to the file's directory. Exec and auth-provider
-// plugins are not run (kBadConfig names them).
+// A kubeconfig file (any YAML: block or flow style, comments, quotes, anchors; at most 1 MiB):
+// the current context's cluster and user. Relative file paths in it are relative to the file's
+// directory. Exec and auth-provider plugins are not run (kBadConfig names them); malformed YAML,
+// a context naming a cluster or user the file lacks, or a field of the wrong type is kBadConfig
+// naming the line or the entry.
 KubeConfigResult KubeconfigFileConfig(const std::string& path, const GetEnv& env,
                                       const std::string& node_name);
+
+// The same from the file's text; relative paths resolve against `base_dir`. Errors do not name
+// a file (KubeconfigFileConfig prefixes its path).
+KubeConfigResult KubeconfigTextConfig(const std::string& text, const std::string& base_dir,
+                                      const GetEnv& env, const std::string& node_name);
 
 // The bearer token to send now: the token file's content without surrounding whitespace, or the
 // fixed token; "" when there is none or the file is unreadable.
