@@ -1,7 +1,8 @@
 // Desired state end to end on the real kernel: lab pods (real netns with Istio's rules, or none)
 // described by kube-api-sim, the in-process kube-apiserver emulator, and judged by the real
 // `ambient-doctor` — one-shot (`report --kubeconfig`), and as the daemon following the API's
-// changes, degrading and recovering by itself. Every row of Istio's enrollment predicate that
+// changes, degrading (no token, 401, 403, 429, garbage, down; hung in a one-shot report) and
+// recovering by itself. Every row of Istio's enrollment predicate that
 // matters end to end, each desired-state code and its controls, and that the agent sent nothing
 // but GET.
 #include <gtest/gtest.h>
@@ -539,6 +540,21 @@ TEST_F(KubeDesiredDaemon, FollowsTheApiDegradesAndRecovers) {
   degraded("forbidden");
   sim.server().SetForbidden(Resource::kPods, false);
   EXPECT_GE(follow.WaitFor("recovered after RBAC allowed it again",
+                           relisted_and_judged({"shop/web-a"}, before), 20s),
+            0);
+  // 429 with Retry-After: throttled until the server serves again.
+  sim.server().Throttle(6, 2);
+  before = cut_watches();
+  degraded("throttled");
+  EXPECT_GE(follow.WaitFor("recovered after the throttling",
+                           relisted_and_judged({"shop/web-a"}, before), 20s),
+            0);
+  // Answers that are not the API's JSON.
+  sim.server().SetGarbage(true);
+  before = cut_watches();
+  degraded("garbage");
+  sim.server().SetGarbage(false);
+  EXPECT_GE(follow.WaitFor("recovered after the garbage",
                            relisted_and_judged({"shop/web-a"}, before), 20s),
             0);
   // Down, then up again on the same port.

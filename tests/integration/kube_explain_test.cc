@@ -1,7 +1,8 @@
 // One pod's story (`explain pod NS/NAME`, `report --pod NAME -n NS`) on the real kernel: lab pods
 // described by kube-api-sim, asked locally (a scan of the lab with the API source) and through the
 // daemon (GetPod), as a table and as JSON (ambient-doctor.pod/v1): the verdict and exit code of an
-// enrolled, a not-enrolled and an opted-out pod, and of a pod on another node or unknown (exit 2).
+// enrolled, a not-enrolled, an opted-out pod with and without rules, and of a pod on another node
+// or unknown (exit 2).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -28,14 +29,14 @@ struct PodAnswer {
   std::optional<pb::PodReport> pod;
 };
 
-// Lab pod 0 carries Istio's in-pod rules, pods 1 and 2 none.
+// Lab pods 0 and 1 carry Istio's in-pod rules, pods 2 and 3 none.
 class KubeExplain : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     if (::geteuid() != 0) return;
     lab::LabOptions options;
     options.prefix = LabPrefix("x");
-    options.pods = 1;
+    options.pods = 2;
     options.plain_pods = 2;
     lab_ = std::make_unique<lab::ScopedLab>(options);
     if (!lab_->ok()) return;
@@ -53,8 +54,11 @@ class KubeExplain : public ::testing::Test {
     KubePodSpec enrolled = lab_pod(0, "enrolled");
     enrolled.annotations["ambient.istio.io/redirection"] = "enabled";
     sim_->UpsertPod(enrolled);
-    sim_->UpsertPod(lab_pod(1, "not-enrolled"));
-    KubePodSpec opted_out = lab_pod(2, "opted-out");
+    KubePodSpec meshed_opted_out = lab_pod(1, "meshed-opted-out");
+    meshed_opted_out.labels["istio.io/dataplane-mode"] = "none";
+    sim_->UpsertPod(meshed_opted_out);
+    sim_->UpsertPod(lab_pod(2, "not-enrolled"));
+    KubePodSpec opted_out = lab_pod(3, "opted-out");
     opted_out.labels["istio.io/dataplane-mode"] = "none";
     sim_->UpsertPod(opted_out);
     sim_->UpsertPod({.ns = "shop", .name = "elsewhere", .node = kOtherNode, .ips = {"10.99.0.8"}});
@@ -121,7 +125,7 @@ class KubeExplain : public ::testing::Test {
       EXPECT_NE(a.pod->verdict().find("should be in the mesh but is not"), std::string::npos)
           << a.pod->verdict();
       EXPECT_EQ(a.pod->redirect(), "absent") << a.pod->redirect_detail();
-      EXPECT_EQ(a.pod->netns().path(), pods.at(1).netns_path);
+      EXPECT_EQ(a.pod->netns().path(), pods.at(2).netns_path);
       ASSERT_EQ(a.pod->findings_size(), 1) << a.raw;
       EXPECT_EQ(a.pod->findings(0).code(), "POD_NOT_ENROLLED");
       EXPECT_FALSE(a.pod->findings(0).hint().empty());
@@ -139,6 +143,15 @@ class KubeExplain : public ::testing::Test {
       EXPECT_NE(a.pod->desired_why().find("istio.io/dataplane-mode"), std::string::npos)
           << a.pod->desired_why();
       EXPECT_TRUE(a.pod->findings().empty());
+    }
+    {
+      PodAnswer a = Ask({"explain", "pod", "shop/meshed-opted-out"}, where);
+      ASSERT_TRUE(a.pod) << a.raw;
+      EXPECT_EQ(a.exit_code, 1) << a.raw;
+      EXPECT_EQ(a.pod->verdict_code(), "enrolled_against_intent") << a.pod->verdict();
+      EXPECT_EQ(a.pod->redirect(), "redirected");
+      ASSERT_EQ(a.pod->findings_size(), 1) << a.raw;
+      EXPECT_EQ(a.pod->findings(0).code(), "POD_ENROLLED_AGAINST_INTENT");
     }
     {
       PodAnswer a = Ask({"explain", "pod", "shop/elsewhere"}, where);
@@ -165,7 +178,7 @@ class KubeExplain : public ::testing::Test {
       EXPECT_EQ(a.exit_code, 1) << a.raw;
       for (const std::string& text :
            {std::string("pod shop/not-enrolled"), std::string("should be in the mesh but is not"),
-            std::string("namespace_ambient"), pods.at(1).netns_path, std::string("pod_ip"),
+            std::string("namespace_ambient"), pods.at(2).netns_path, std::string("pod_ip"),
             std::string("POD_NOT_ENROLLED")}) {
         EXPECT_NE(a.raw.find(text), std::string::npos) << text << "\n" << a.raw;
       }
