@@ -131,8 +131,11 @@ class KubeSim {
  public:
   static constexpr const char* kToken = "kd-token-1";
 
-  // Starts on a free port; false with `error` set on failure.
-  bool Start(std::string* error) {
+  // Starts on a free port; false with `error` set on failure. Idle watches get a bookmark every
+  // `bookmark_interval` (the apiserver: about a minute).
+  bool Start(std::string* error,
+             std::chrono::milliseconds bookmark_interval = std::chrono::milliseconds(1000)) {
+    bookmark_interval_ = bookmark_interval;
     if (!pki_.ok()) {
       *error = pki_.error();
       return false;
@@ -219,8 +222,7 @@ class KubeSim {
     options.key_file = pki_.Path("server.key");
     options.token = token_;
     options.port = port;
-    // Bookmarks every second: a quiet watch still shows it is alive.
-    options.bookmark_interval = std::chrono::milliseconds(1000);
+    options.bookmark_interval = bookmark_interval_;
     server_ = KubeApiServer::Start(options, error);
     if (server_) port_ = server_->port();
     return server_ != nullptr;
@@ -229,6 +231,7 @@ class KubeSim {
   testing::TestPki pki_;
   std::unique_ptr<KubeApiServer> server_;
   uint16_t port_ = 0;
+  std::chrono::milliseconds bookmark_interval_{1000};
   std::string token_;
   std::string kubeconfig_;
   std::map<std::pair<Resource, std::string>, std::string> objects_;
