@@ -52,7 +52,7 @@ OneShot ReportOnce(const std::string& prefix, const Strings& extra) {
 
 // ---- One-shot report: the predicate's rows --------------------------------------------------
 
-// Lab pods 0-4 carry Istio's in-pod rules (pod 4 without its outbound REDIRECT), pods 5-10 none;
+// Lab pods 0-4 carry Istio's in-pod rules (pod 4 without its outbound REDIRECT), pods 5-11 none;
 // the host netns carries in-pod rules too (the hostNetwork row). Each is described in the API as
 // the row it tests.
 class KubeDesiredReport : public ::testing::Test {
@@ -64,7 +64,7 @@ class KubeDesiredReport : public ::testing::Test {
     lab::LabOptions options;
     options.prefix = LabPrefix("r");
     options.pods = 5;
-    options.plain_pods = 6;
+    options.plain_pods = 7;
     options.faults = {{lab::FaultKind::kDeleteRule, 4}, {lab::FaultKind::kHostEnrolled, {}}};
     lab_ = std::make_unique<lab::ScopedLab>(options);
     if (!lab_->ok()) return;
@@ -127,6 +127,9 @@ class KubeDesiredReport : public ::testing::Test {
     pod = LabPod(10, "shop", "opted-out-plain");
     pod.labels["istio.io/dataplane-mode"] = "none";
     sim.UpsertPod(pod);
+    pod = LabPod(11, "shop", "pending");  // how long is unknown to a one-shot report: a note
+    pod.annotations[enabled] = "pending";
+    sim.UpsertPod(pod);
     // Without a netns of their own.
     sim.UpsertPod({.ns = "shop", .name = "no-ip", .node = kNode});
     sim.UpsertPod({.ns = "shop", .name = "elsewhere", .node = kOtherNode, .ips = {"10.99.0.7"}});
@@ -172,14 +175,15 @@ TEST_F(KubeDesiredReport, EachRowOfThePredicateGivesItsFinding) {
   EXPECT_EQ(DesiredFindingCount(report), 6u) << DumpFindings(report);
 
   // The controls raise nothing: young, terminal, without IP, another node's, enrolled, excluded
-  // without rules, opted out without rules, istio-cni's own hostNetwork pod.
+  // without rules, opted out without rules, `pending` for an unknown time, istio-cni's own
+  // hostNetwork pod.
   for (const pb::Finding& f : report.findings()) {
-    for (const char* quiet :
-         {"shop/young", "shop/job-done", "shop/no-ip", "shop/elsewhere", "shop/enrolled",
-          "kube-system/coredns", "shop/opted-out-plain", "istio-system/istio-cni-node-x1"}) {
+    for (const char* quiet : {"shop/young", "shop/job-done", "shop/no-ip", "shop/elsewhere",
+                              "shop/enrolled", "shop/pending", "kube-system/coredns",
+                              "shop/opted-out-plain", "istio-system/istio-cni-node-x1"}) {
       EXPECT_NE(f.pod(), quiet) << f.code();
     }
-    for (int quiet_netns : {0, 7, 8, 9, 10}) {
+    for (int quiet_netns : {0, 7, 8, 9, 10, 11}) {
       EXPECT_NE(f.netns().path(), NetnsOf(quiet_netns)) << f.code() << " " << f.pod();
     }
   }
@@ -250,10 +254,11 @@ TEST_F(KubeDesiredReport, NodeSectionAndCounts) {
   EXPECT_TRUE(kube.cni_not_ready_taint());
   EXPECT_EQ(kube.istio_cni_pod(), "istio-system/istio-cni-node-x1");
   EXPECT_TRUE(kube.istio_cni_ready());
-  // ambient: enrolled, incomplete, not-enrolled, stale, young, no-ip; not: opted-out, sidecar,
+  // ambient: enrolled, incomplete, not-enrolled, stale, young, pending, no-ip; not: opted-out,
+  // sidecar,
   // meshed-excluded, coredns, opted-out-plain, host-agent, istio-cni-node-x1. Neither: job-done
   // (terminal) and elsewhere (never listed: the server filters by spec.nodeName).
-  EXPECT_EQ(kube.pods_desired().ambient(), 6u) << kube.DebugString();
+  EXPECT_EQ(kube.pods_desired().ambient(), 7u) << kube.DebugString();
   EXPECT_EQ(kube.pods_desired().not_ambient(), 7u) << kube.DebugString();
   EXPECT_EQ(kube.pods_desired().unknown(), 0u);
   ASSERT_EQ(kube.collections_size(), 3);
@@ -465,6 +470,20 @@ TEST_F(KubeDesiredDaemon, FollowsTheApiDegradesAndRecovers) {
   web_b.labels["istio.io/dataplane-mode"] = "none";
   sim.UpsertPod(web_b);
   EXPECT_GE(follow.WaitFor("pod relabelled after the relist", not_enrolled({"shop/web-a"})), 0);
+
+  // `pending` without rules: a note within the grace (1 s), ENROLLMENT_ANNOTATION_STALE after it.
+  web_b.labels.erase("istio.io/dataplane-mode");
+  web_b.annotations["ambient.istio.io/redirection"] = "pending";
+  sim.UpsertPod(web_b);
+  const double pending_ms = follow.WaitFor("pending past the grace", [](const pb::Report& r) {
+    return PodsWithCode(r, "ENROLLMENT_ANNOTATION_STALE") == Pods{"shop/web-b"} &&
+           PodsWithCode(r, "POD_NOT_ENROLLED") == Pods{"shop/web-a"} && DesiredFindingCount(r) == 2;
+  });
+  EXPECT_GE(pending_ms, 900) << "not before the grace";
+  web_b.annotations.clear();
+  web_b.labels["istio.io/dataplane-mode"] = "none";
+  sim.UpsertPod(web_b);
+  EXPECT_GE(follow.WaitFor("pod opted out again", not_enrolled({"shop/web-a"})), 0);
 
   // Degraded: healthy=false with the reason in the report, GetStatus and metrics, and no
   // desired-state finding at all; then it recovers by itself.
