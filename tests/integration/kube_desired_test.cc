@@ -453,7 +453,9 @@ TEST_F(KubeDesiredDaemon, FollowsTheApiDegradesAndRecovers) {
   };
   auto cut_watches = [&] {
     const uint32_t before = relists(serve.Report().value_or(pb::Report{}));
-    sim.Upsert(Resource::kNamespaces, "kd-bump", NamespaceJson("kd-bump"));  // unseen by pods
+    // A version none of the three watches sees (another node's pod): each of them is behind the
+    // compaction, so each relists.
+    sim.UpsertPod({.ns = "shop", .name = "kd-bump", .node = kOtherNode});
     sim.server().Compact();
     sim.server().DropWatches();
     return before;
