@@ -28,7 +28,9 @@ std::string LabFlagsPath(const std::string& prefix) {
 }
 
 void SetupLogging(const std::string& level) {
-  auto logger = spdlog::stderr_color_mt("ambient-doctor");
+  // Once per process; a second command parsed in the same process (tests) keeps the logger.
+  auto logger = spdlog::get("ambient-doctor");
+  if (!logger) logger = spdlog::stderr_color_mt("ambient-doctor");
   spdlog::set_default_logger(logger);
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
   spdlog::set_level(spdlog::level::from_str(level));
@@ -191,7 +193,8 @@ void AddKubeFlags(FlagSet& flags, ScanConfig& config) {
        .default_text = "in-cluster",
        .help = "Read the Kubernetes API with this kubeconfig (its current context) instead of "
                "the in-cluster service account (KUBERNETES_SERVICE_HOST/_PORT and "
-               "/var/run/secrets/kubernetes.io/serviceaccount). Only GET requests are sent."},
+               "/var/run/secrets/kubernetes.io/serviceaccount). Only GET requests are sent. On "
+               "the command line it overrides a --no-kube-api from --config or --lab."},
       &config.kube.kubeconfig);
   flags.Add({.name = "node-name",
              .value_name = "NAME",
@@ -280,7 +283,7 @@ std::optional<std::string> FinishScanConfig(ScanConfig& scan) {
     }
   }
   config.desired.exclude_namespaces = std::move(excluded);
-  scan.kube.enabled = !scan.no_kube_api;
+  scan.kube.enabled = !scan.no_kube_api || scan.layers.kubeconfig_on_command_line;
   scan.kube.node_name = config.node_name;
   return std::nullopt;
 }
@@ -290,7 +293,10 @@ LocalScan ScanLocally(ScanConfig& scan) {
     spdlog::warn("not running as root: entering other network namespaces will likely fail");
   }
   scan.engine.analysis.history_known = false;  // one step: nothing seen before
-  LocalScan local{.kube = KubeLink::Start(scan.kube)};
+  // The lists fail (hung, unreachable) before the wait ends, so the report can say why.
+  KubeSourceConfig kube = scan.kube;
+  kube.list_deadline = kKubeSyncWait - std::chrono::seconds(2);
+  LocalScan local{.kube = KubeLink::Start(kube)};
   (void)local.kube->WaitSynced(kKubeSyncWait);  // the report says why when it did not sync
   Engine engine(std::move(scan.engine));
   engine.set_kube_view([kube = local.kube.get()] { return kube->View(); });
@@ -327,7 +333,7 @@ bool UseColor(const std::string& mode) {
 
 // Returns nullopt when the flag set asked for help or failed (after printing), else continues.
 std::optional<int> ParseOrExit(FlagSet& flags, const std::vector<std::string>& args,
-                               const LayerConfig* layers, const std::string& output,
+                               LayerConfig* layers, const std::string& output,
                                const std::vector<std::string>& formats) {
   if (auto err = flags.Parse(args)) {
     std::fprintf(stderr, "ambient-doctor: %s\n", err->c_str());
@@ -335,6 +341,9 @@ std::optional<int> ParseOrExit(FlagSet& flags, const std::vector<std::string>& a
   }
   // A flags file (--config, or the lab's own with --lab) is a lower layer: parse it, then the
   // command line again so that its flags win.
+  if (layers != nullptr) {
+    layers->kubeconfig_on_command_line = flags.Given("kubeconfig") && !flags.Given("no-kube-api");
+  }
   std::optional<std::string> config_file;
   if (layers != nullptr && !layers->config.empty()) {
     config_file = layers->config;

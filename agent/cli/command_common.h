@@ -28,6 +28,9 @@ struct LayerConfig {
   std::string config;
   bool lab = false;
   std::string lab_prefix = "adlab";
+  // --kubeconfig given on the command line itself: it overrides a --no-kube-api from the flags
+  // file (a lab without an API server writes one) instead of being silently ignored.
+  bool kubeconfig_on_command_line = false;
 };
 
 // What report, watch and serve scan, and how they judge it. The flags bound to `engine`'s fields
@@ -87,7 +90,7 @@ std::optional<std::string> FinishScanConfig(ScanConfig& config);
 // Parses `args` (over a --config or --lab flags file when `layers` has one). Returns the exit code
 // when the command should end now (help printed, or an error explained on stderr), else nullopt.
 std::optional<int> ParseOrExit(FlagSet& flags, const std::vector<std::string>& args,
-                               const LayerConfig* layers, const std::string& output,
+                               LayerConfig* layers, const std::string& output,
                                const std::vector<std::string>& formats = {"table", "json"});
 
 // ParseOrExit for a command that scans (report, watch), then its logging and FinishScanConfig.

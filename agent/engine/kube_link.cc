@@ -1,5 +1,6 @@
 #include "engine/kube_link.h"
 
+#include <algorithm>
 #include <thread>
 #include <utility>
 
@@ -44,6 +45,12 @@ std::unique_ptr<KubeLink> KubeLink::Start(const KubeSourceConfig& config,
     impl->config_error = loaded.message;
     kube::KubeApiSourceOptions options;
     options.on_change = std::move(on_change);
+    if (config.list_deadline.count() > 0) {
+      options.connect_timeout = std::min(options.connect_timeout, config.list_deadline);
+      options.list_limits.connect_timeout = options.connect_timeout;
+      options.list_limits.total = config.list_deadline;
+      options.list_limits.idle = config.list_deadline;
+    }
     impl->source = kube::MakeKubeSource(std::move(loaded), std::move(options));
   }
   impl->source->Start();

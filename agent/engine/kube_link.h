@@ -22,6 +22,9 @@ struct KubeSourceConfig {
   // The service account's files (token, ca.crt) in-cluster.
   std::string service_account_dir = "/var/run/secrets/kubernetes.io/serviceaccount";
   std::string node_name;  // whose pods to list; empty: $NODE_NAME, else the hostname
+  // One-shot commands: a list that has not connected or answered within this long fails (hung,
+  // unreachable) instead of outliving the command's wait. 0: the daemon's patient defaults.
+  std::chrono::milliseconds list_deadline{0};
 };
 
 // Where a pod runs, by namespace and name (GET of one pod): for a pod not on this node.

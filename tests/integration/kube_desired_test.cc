@@ -287,7 +287,18 @@ TEST_F(KubeDesiredReport, WithoutTheApiNothingIsJudged) {
   // In-cluster environment without a service-account token (none on this machine).
   ::setenv("KUBERNETES_SERVICE_HOST", "127.0.0.1", 1);
   ::setenv("KUBERNETES_SERVICE_PORT", std::to_string(sim_->server().port()).c_str(), 1);
-  OneShot no_token = ReportOnce(prefix, {"--node-name", kNode});
+  // The lab's own flags say --no-kube-api (it has no API server): the same flags without it.
+  const std::string flags_file = "/run/ambient-lab/" + prefix + "-in-cluster.flags";
+  {
+    std::string text = ReadFile("/run/ambient-lab/" + prefix + ".flags");
+    text.erase(text.find("--no-kube-api\n"), std::string("--no-kube-api\n").size());
+    std::ofstream(flags_file) << text;
+  }
+  const lab::CommandOutput in_cluster =
+      RunDoctor({"report", "--config", flags_file, "--no-cri", "-o", "json", "--node-name", kNode});
+  ::unlink(flags_file.c_str());
+  OneShot no_token{in_cluster.exit_code, in_cluster.out + in_cluster.err,
+                   ParseReportJson(in_cluster.out)};
   ::unsetenv("KUBERNETES_SERVICE_HOST");
   ::unsetenv("KUBERNETES_SERVICE_PORT");
   ASSERT_TRUE(no_token.report) << no_token.raw;
@@ -320,8 +331,9 @@ TEST_F(KubeDesiredReport, HungServerIsNotJudged) {
   sim_->server().SetHang(false);
   ASSERT_TRUE(hung.report) << hung.raw;
   EXPECT_FALSE(hung.report->kubernetes().healthy());
-  // A one-shot report waits 10 s for the lists, then says why it judged nothing.
+  // A one-shot report's lists give up after 8 s (it waits 10 s) and it says why it judged nothing.
   EXPECT_FALSE(hung.report->kubernetes().not_judged().empty());
+  EXPECT_EQ(hung.report->kubernetes().reason(), "hung") << hung.report->kubernetes().message();
   EXPECT_EQ(DesiredFindingCount(*hung.report), 0u) << DumpFindings(*hung.report);
   EXPECT_LT(took, 30s);
 }
@@ -442,10 +454,7 @@ TEST_F(KubeDesiredDaemon, FollowsTheApiDegradesAndRecovers) {
 
   // The watches end (kube-api-sim's DropWatches cuts each stream mid-body, as a reset
   // connection does) while history is compacted: the re-watch gets ERROR 410, the source relists
-  // and keeps following. Each cut counts as a failure for the source's backoff, which only a
-  // successful list resets (see DISABLED_BackoffResetsAfterAWatchThatWorked): compacting with
-  // every cut makes the source relist on its way back, so each phase below starts from the
-  // initial backoff.
+  // and keeps following.
   auto relists = [](const pb::Report& r) {
     uint32_t sum = 0;
     for (const pb::KubeCollection& c : r.kubernetes().collections()) sum += c.relists();
@@ -592,16 +601,11 @@ TEST_F(KubeDesiredDaemon, FollowsTheApiDegradesAndRecovers) {
 
 // ---- The source's backoff after a watch that worked ----------------------------------------
 
-// DISABLED: a product bug (agent/sources/kube/kube_api_source.cc, KubeApiSource::Run). `failures`
-// goes back to 0 only after a successful list or a cleanly ended watch, never after a watch that
-// streamed events and bookmarks for a while and was then cut (a reset connection, a load balancer
-// dropping it). So every such cut, however far apart, doubles the wait before the next re-watch
-// (800 ms, 1.6 s, ... up to 30 s), and since the failure is reported at once, the source stays
-// degraded ("unreachable": desired state not judged, kube_api_healthy 0) for that long. The cut
-// after a watch that worked should wait the initial backoff again, as client-go's backoff manager
-// resets after a quiet period. Each recovery here should take about the initial backoff plus the
-// first bookmark (1 s); the fifth takes 6-13 s.
-TEST(KubeDesiredBackoff, DISABLED_BackoffResetsAfterAWatchThatWorked) {
+// A watch that worked (the server answered it) and was then cut (a reset connection, a load
+// balancer dropping it) starts the backoff over: cuts far apart never grow into a long wait, as
+// client-go's backoff manager resets after a quiet period. Each recovery takes about the initial
+// backoff.
+TEST(KubeDesiredBackoff, BackoffResetsAfterAWatchThatWorked) {
   KubeSim sim;
   std::string error;
   ASSERT_TRUE(sim.Start(&error)) << error;
@@ -630,15 +634,11 @@ TEST(KubeDesiredBackoff, DISABLED_BackoffResetsAfterAWatchThatWorked) {
   source.Stop();
 }
 
-// DISABLED: a product bug (agent/sources/kube/kube_api_source.cc, KubeApiSource::Watch). After a
-// cut watch the source re-watches at once and the server answers 200, but the failure recorded
-// for the cut ("unreachable") is cleared only when the first line of the new stream arrives. On a
-// quiet cluster that is the first bookmark, about a minute later with a real apiserver, so one
-// reset connection leaves the source degraded (desired state not judged, kube_api_healthy 0)
-// for up to a minute although it is watching. The failure should clear once the re-opened watch
-// is answered (HTTP 200). Here bookmarks come every 20 s: healthy again should take about the
-// initial backoff (under 3 s); it takes up to 20 s.
-TEST(KubeDesiredBackoff, DISABLED_ReopenedWatchIsHealthyBeforeItsFirstLine) {
+// After a cut watch the source re-watches and the server answers 200: the failure recorded for
+// the cut clears then, not at the first line of the new stream, which on a quiet cluster is the
+// first bookmark a minute later. Here bookmarks come every 20 s; healthy again takes about the
+// initial backoff.
+TEST(KubeDesiredBackoff, ReopenedWatchIsHealthyBeforeItsFirstLine) {
   KubeSim sim;
   std::string error;
   ASSERT_TRUE(sim.Start(&error, 20s)) << error;

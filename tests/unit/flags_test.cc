@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/command_common.h"
 #include "cli/serve_command.h"
 
 namespace ad::cli {
@@ -157,6 +158,24 @@ TEST_F(FlagsFileTest, BadLinesAndMissingFilesAreErrors) {
   auto missing = ReadFlagsFile(path_ + ".absent");
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.error().message.find("No such file"), std::string::npos);
+}
+
+// A lab without an API server writes --no-kube-api; a --kubeconfig typed over it turns the
+// source on rather than being ignored, and --no-kube-api typed too keeps it off.
+TEST_F(FlagsFileTest, KubeconfigOnTheCommandLineOverridesTheFilesNoKubeApi) {
+  Write("--no-kube-api\n--no-zds\n");
+  auto scan = [&](std::vector<std::string> extra) {
+    ScanConfig config;
+    FlagSet flags("report", "[flags]", "test");
+    AddScanFlags(flags, config);
+    std::vector<std::string> args = {"--config", path_};
+    args.insert(args.end(), extra.begin(), extra.end());
+    EXPECT_FALSE(ParseScanCommand(flags, args, config).has_value());
+    return config.kube.enabled;
+  };
+  EXPECT_FALSE(scan({}));
+  EXPECT_TRUE(scan({"--kubeconfig", "/k"}));
+  EXPECT_FALSE(scan({"--kubeconfig", "/k", "--no-kube-api"}));
 }
 
 }  // namespace

@@ -324,8 +324,6 @@ KubeApiSource::Attempt KubeApiSource::Watch(KubeHttp& http, Collection& collecti
                              ApplyEvent(collection, collection.line, attempt);
           collection.line.clear();
           if (!go_on) return false;
-          // The stream answers again: a failure recorded before (hung, throttled) is over.
-          if (lines == 1) Update(collection, ClearFailure);
         }
         collection.line.append(data);
         if (collection.line.size() > kMaxEventLine) {
@@ -335,14 +333,22 @@ KubeApiSource::Attempt KubeApiSource::Watch(KubeHttp& http, Collection& collecti
         }
         return true;
       },
-      limits);
+      limits,
+      // The stream answers again: a failure recorded before (hung, throttled, unreachable) is
+      // over, though the first event of a quiet cluster (a bookmark) may be a minute away.
+      [&] {
+        attempt.answered = true;
+        Update(collection, ClearFailure);
+      });
   Update(collection, [](KubeResourceStatus& s) {
     s.watching = false;
     return false;
   });
   if (outcome.stopped) return stop_ ? Attempt{Outcome::kStopped} : attempt;
   if (outcome.transport != KubeApiReason::kNone || outcome.http_status != 200) {
-    return FromHttp(outcome, "watch " + collection.path);
+    Attempt failed = FromHttp(outcome, "watch " + collection.path);
+    failed.answered = attempt.answered;
+    return failed;
   }
   if (!collection.line.empty()) {
     return {Outcome::kFailed, KubeApiReason::kGarbage,
@@ -404,6 +410,7 @@ void KubeApiSource::Run(Collection& collection) {
       case Outcome::kFailed:
         break;
     }
+    if (attempt.answered) failures = 0;
     ++failures;
     spdlog::debug("kube-api {}: {} ({})", collection.path, attempt.message,
                   KubeApiReasonName(attempt.reason));

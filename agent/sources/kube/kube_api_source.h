@@ -81,6 +81,9 @@ class KubeApiSource : public KubeStateSource {
     std::string message;
     int retry_after_seconds = -1;
     bool short_empty = false;  // kEnded within a second without a line
+    // A watch the server answered with 200 before it failed: the backoff starts over, so cuts
+    // far apart never grow into a long wait.
+    bool answered = false;
   };
 
   void Run(Collection& collection);

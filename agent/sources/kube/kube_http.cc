@@ -26,6 +26,7 @@ curl_blob Blob(const std::string& text) {
 struct KubeHttp::Transfer {
   CURL* curl = nullptr;
   const std::function<bool(std::string_view)>* on_body = nullptr;
+  const std::function<void()>* on_ok = nullptr;
   const std::atomic<bool>* stop = nullptr;
   HttpOutcome* outcome = nullptr;
   size_t max_error_body = 0;
@@ -50,9 +51,18 @@ struct KubeHttp::Transfer {
     }
     return n;
   }
-  static size_t OnHeader(char*, size_t size, size_t count, void* user) {
-    static_cast<Transfer*>(user)->last_byte = Clock::now();
-    return size * count;
+  // The empty line ends a header block; the block of a 200 answer calls on_ok.
+  static size_t OnHeader(char* data, size_t size, size_t count, void* user) {
+    auto* t = static_cast<Transfer*>(user);
+    const size_t n = size * count;
+    t->last_byte = Clock::now();
+    const std::string_view line(data, n);
+    if (t->on_ok != nullptr && *t->on_ok && (line == "\r\n" || line == "\n")) {
+      long code = 0;
+      curl_easy_getinfo(t->curl, CURLINFO_RESPONSE_CODE, &code);
+      if (code == 200) (*t->on_ok)();
+    }
+    return n;
   }
 };
 
@@ -121,7 +131,7 @@ int KubeHttp::Perform(Transfer& transfer) {
 
 HttpOutcome KubeHttp::Get(const std::string& path_and_query,
                           const std::function<bool(std::string_view)>& on_body,
-                          const HttpLimits& limits) {
+                          const HttpLimits& limits, const std::function<void()>& on_ok) {
   HttpOutcome outcome;
   CURL* curl = static_cast<CURL*>(curl_);
   if (curl == nullptr || multi_ == nullptr) {
@@ -132,7 +142,7 @@ HttpOutcome KubeHttp::Get(const std::string& path_and_query,
   std::string token = CurrentToken(config_);
   if (token.empty()) token = last_token_;
   last_token_ = token;
-  Transfer transfer{curl, &on_body, stop_, &outcome, limits.max_error_body, limits.idle};
+  Transfer transfer{curl, &on_body, &on_ok, stop_, &outcome, limits.max_error_body, limits.idle};
   curl_slist* headers = curl_slist_append(nullptr, "Accept: application/json");
   if (!token.empty())
     headers = curl_slist_append(headers, ("Authorization: Bearer " + token).c_str());

@@ -46,8 +46,11 @@ class KubeHttp {
 
   // GET server + path_and_query. The body of a 200 answer goes to `on_body` as it arrives
   // (returning false stops the transfer); other bodies are kept in the outcome.
+  // `on_ok`, when set, is called once the header block of a 200 answer has arrived, before any
+  // body byte (a watch is answering from then on, though its first event may be a minute away).
   HttpOutcome Get(const std::string& path_and_query,
-                  const std::function<bool(std::string_view)>& on_body, const HttpLimits& limits);
+                  const std::function<bool(std::string_view)>& on_body, const HttpLimits& limits,
+                  const std::function<void()>& on_ok = {});
 
   const KubeApiConfig& config() const { return config_; }
   // Wakes a Get() in progress so it sees the stop flag; thread-safe.
