@@ -224,8 +224,9 @@ struct RunFigures {
   double steps = 0;          // engine steps published in the window
   double bookmarks = 0, events = 0;
   int threads = 0;
-  long anon_kib = 0, file_kib = 0;     // RssAnon, RssFile
-  std::map<std::string, long> by_map;  // Rss by mapping: file name, [heap], [stack], [anon]
+  long anon_kib = 0, file_kib = 0;          // RssAnon, RssFile
+  std::map<std::string, long> by_map;       // Rss by mapping: file name, [heap], [stack], [anon]
+  std::map<std::string, double> by_thread;  // millicores by thread name (comm)
 };
 
 // /proc/PID/status field in KiB, or -1.
@@ -280,6 +281,42 @@ uint64_t SumTaskField(pid_t pid, const std::string& file, const std::vector<std:
   return sum;
 }
 uint64_t RunNs(pid_t pid) { return SumTaskField(pid, "schedstat", {}); }
+
+// Run time (ns) of every thread by thread id, with its name.
+std::map<std::string, std::pair<std::string, uint64_t>> ThreadRunNs(pid_t pid) {
+  std::map<std::string, std::pair<std::string, uint64_t>> threads;
+  std::error_code ec;
+  for (const auto& task :
+       std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task", ec)) {
+    std::string comm;
+    uint64_t ns = 0;
+    std::getline(std::ifstream(task.path() / "comm"), comm);
+    std::ifstream(task.path() / "schedstat") >> ns;
+    threads[task.path().filename().string()] = {comm, ns};
+  }
+  return threads;
+}
+
+// Millicores over `seconds` by thread name, from two ThreadRunNs samples.
+std::map<std::string, double> ByThread(
+    const std::map<std::string, std::pair<std::string, uint64_t>>& before,
+    const std::map<std::string, std::pair<std::string, uint64_t>>& after, double seconds) {
+  // Threads are unnamed but for gRPC's: "name#k", k the rank of the thread id among those of the
+  // same name (creation order), tells the engine thread from the API source's.
+  std::map<std::string, double> millicores;
+  std::map<std::string, int> seen;
+  std::vector<std::pair<long, std::string>> order;
+  for (const auto& [tid, thread] : after) order.push_back({std::atol(tid.c_str()), tid});
+  std::sort(order.begin(), order.end());
+  for (const auto& [number, tid] : order) {
+    const auto& thread = after.at(tid);
+    auto it = before.find(tid);
+    const uint64_t start = it == before.end() ? 0 : it->second.second;
+    const std::string key = thread.first + "#" + std::to_string(seen[thread.first]++);
+    millicores[key] += static_cast<double>(thread.second - start) / 1e9 / seconds * 1000;
+  }
+  return millicores;
+}
 uint64_t Switches(pid_t pid) {
   return SumTaskField(pid, "status", {"voluntary_ctxt_switches", "nonvoluntary_ctxt_switches"});
 }
@@ -350,9 +387,11 @@ RunFigures RunArm(const Arm& arm, const std::string& prefix, const Flags& flags)
   const double steps0 =
       MetricValue(ScrapeMetrics(options.metrics_port), "ambient_doctor_scans_total").value_or(0);
   const uint64_t run0 = RunNs(pid), switches0 = Switches(pid);
+  const auto threads0 = ThreadRunNs(pid);
   const Clock::time_point start = Clock::now();
   for (int s = 0; s < flags.seconds && !Interrupted(); ++s) std::this_thread::sleep_for(1s);
   const uint64_t run1 = RunNs(pid), switches1 = Switches(pid);
+  const auto threads1 = ThreadRunNs(pid);
   const double elapsed_s = MillisecondsBetween(start, Clock::now()) / 1000;
   const ProcSample sample = ReadProcSample(pid);
   const double steps1 =
@@ -369,7 +408,8 @@ RunFigures RunArm(const Arm& arm, const std::string& prefix, const Flags& flags)
              .threads = sample.threads,
              .anon_kib = StatusKib(pid, "RssAnon:"),
              .file_kib = StatusKib(pid, "RssFile:"),
-             .by_map = RssByMapping(pid)};
+             .by_map = RssByMapping(pid),
+             .by_thread = ByThread(threads0, threads1, elapsed_s)};
   return figures;
 }
 
@@ -463,6 +503,27 @@ void PrintMappingDiff(const std::vector<Round>& rounds, const std::string& a,
   std::printf("\n");
 }
 
+// CPU by thread name, median over the rounds, of two arms side by side.
+void PrintThreadDiff(const std::vector<Round>& rounds, const std::string& a, const std::string& b) {
+  std::map<std::string, std::vector<double>> va, vb;
+  for (const Round& round : rounds) {
+    auto ia = round.find(a), ib = round.find(b);
+    if (ia == round.end() || ib == round.end() || !ia->second.ok || !ib->second.ok) continue;
+    for (const auto& [name, mc] : ia->second.by_thread) va[name].push_back(mc);
+    for (const auto& [name, mc] : ib->second.by_thread) vb[name].push_back(mc);
+  }
+  std::printf("    CPU by thread name, median mc %s / %s:", a.c_str(), b.c_str());
+  std::map<std::string, int> names;
+  for (const auto& [name, v] : va) names[name];
+  for (const auto& [name, v] : vb) names[name];
+  for (const auto& [name, unused] : names) {
+    const double x = va.count(name) ? Median(va[name]) : 0,
+                 y = vb.count(name) ? Median(vb[name]) : 0;
+    if (x >= 0.05 || y >= 0.05) std::printf(" %s %.2f/%.2f", name.c_str(), x, y);
+  }
+  std::printf("\n");
+}
+
 void RunFootprint(const Flags& flags, const std::string& prefix, const ApiServer& api) {
   std::vector<Arm> arms = {
       {"api-on", "", {"--kubeconfig", api.kubeconfig, "--node-name", kNode}, true},
@@ -491,6 +552,7 @@ void RunFootprint(const Flags& flags, const std::string& prefix, const ApiServer
   for (const Arm& arm : arms) PrintFootprintLine(rounds, arm.name, arm.name, "");
   PrintFootprintLine(rounds, "paired api-on - off", "api-on", "api-off");
   PrintMappingDiff(rounds, "api-on", "api-off");
+  PrintThreadDiff(rounds, "api-on", "api-off");
   if (!flags.baseline.empty()) {
     PrintFootprintLine(rounds, "paired off - baseline", "api-off", "baseline");
     PrintMappingDiff(rounds, "api-off", "baseline");
@@ -578,6 +640,7 @@ void RunLatency(const Flags& flags, const std::string& prefix, const lab::LabNod
     std::fprintf(stderr, "kube_api_bench: latency: serve not ready: %s\n", serve.error().c_str());
     return;
   }
+  const Clock::time_point ready = Clock::now();
   FindingStream stream(serve.Channel());
   if (!stream.WaitCurrent(10s)) {
     std::fprintf(stderr, "kube_api_bench: no WatchFindings: %s\n", stream.status_text().c_str());
@@ -605,6 +668,16 @@ void RunLatency(const Flags& flags, const std::string& prefix, const lab::LabNod
     Trial(*api.server, PodJson(spec), key, false, *stub, stream, resolved);
   }
   const ProcSample after = ReadProcSample(serve.pid());
+  if (const auto report = GetReport(serve)) {
+    std::printf("  the daemon's watches after %.0f s:",
+                MillisecondsBetween(ready, Clock::now()) / 1000);
+    for (const auto& c : report->kubernetes().collections()) {
+      std::printf(" %s: lists %u relists %u reconnects %u events %u bookmarks %u;",
+                  c.name().c_str(), c.lists(), c.relists(), c.reconnects(), c.events(),
+                  c.bookmarks());
+    }
+    std::printf("\n");
+  }
   PrintLatency("label set -> POD_ENROLLED_AGAINST_INTENT opened [target p99 <= 1 s]", opened);
   PrintLatency("label removed -> resolved", resolved);
   std::printf(
