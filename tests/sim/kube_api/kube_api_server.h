@@ -69,8 +69,10 @@ class KubeApiServer {
   void SetHang(bool hang);           // new requests get no answer; the connection stays open
   void SetStallWatches(bool stall);  // open watches send nothing (no events, no bookmarks)
   void SetGarbage(bool garbage);     // 200 answers whose body is not JSON
-  void DropWatches();                // ends every open watch, as a server-side timeout does
-  void Stop();                       // closes every connection; idempotent
+  // Cuts every open watch mid-stream (no final chunk), as a dropped connection or a restarted
+  // apiserver does; a watch's own timeoutSeconds ends it cleanly instead.
+  void DropWatches();
+  void Stop();  // closes every connection; idempotent
 
   std::vector<RequestRecord> Requests() const;
   void ClearRequests();
