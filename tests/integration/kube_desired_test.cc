@@ -605,62 +605,58 @@ TEST_F(KubeDesiredDaemon, FollowsTheApiDegradesAndRecovers) {
 // balancer dropping it) starts the backoff over: cuts far apart never grow into a long wait, as
 // client-go's backoff manager resets after a quiet period. Each recovery takes about the initial
 // backoff.
-TEST(KubeDesiredBackoff, BackoffResetsAfterAWatchThatWorked) {
-  KubeSim sim;
-  std::string error;
-  ASSERT_TRUE(sim.Start(&error)) << error;
-  sim.UpsertNamespace("shop", "ambient");
-  sim.UpsertNode(kNode, false);
-  kube::KubeConfigResult config =
-      kube::KubeconfigFileConfig(sim.kubeconfig(), kube::ProcessEnv, kNode);
-  ASSERT_TRUE(config.config) << config.message;
-  kube::KubeApiSource source(*config.config);  // the daemon's options
-  source.Start();
-  auto healthy = [&] { return source.Snapshot().status.healthy(); };
-  ASSERT_TRUE(WaitUntil(healthy, 10s));
+// kube-api-sim with one ambient namespace and the node, and the source with the daemon's options.
+class KubeDesiredBackoff : public ::testing::Test {
+ protected:
+  void Start(std::chrono::milliseconds bookmarks) {
+    std::string error;
+    ASSERT_TRUE(sim_.Start(&error, bookmarks)) << error;
+    sim_.UpsertNamespace("shop", "ambient");
+    sim_.UpsertNode(kNode, false);
+    kube::KubeConfigResult config =
+        kube::KubeconfigFileConfig(sim_.kubeconfig(), kube::ProcessEnv, kNode);
+    ASSERT_TRUE(config.config) << config.message;
+    source_ = std::make_unique<kube::KubeApiSource>(*config.config);
+    source_->Start();
+    ASSERT_TRUE(WaitUntil([&] { return Healthy(); }, 10s));
+  }
+  void TearDown() override {
+    if (source_) source_->Stop();
+  }
+  bool Healthy() const { return source_->Snapshot().status.healthy(); }
+  // Cuts the watches, then returns how long the source took to be healthy again (or fails).
+  std::chrono::milliseconds CutAndRecover(const std::string& what) {
+    sim_.server().DropWatches();
+    EXPECT_TRUE(WaitUntil([&] { return !Healthy(); }, 2s)) << what;
+    const auto start = std::chrono::steady_clock::now();
+    EXPECT_TRUE(WaitUntil([&] { return Healthy(); }, 40s)) << what;
+    const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(
+        std::chrono::steady_clock::now() - start);
+    std::printf("[ backoff  ] %s: healthy again after %lld ms\n", what.c_str(),
+                static_cast<long long>(took.count()));
+    return took;
+  }
+
+  KubeSim sim_;
+  std::unique_ptr<kube::KubeApiSource> source_;
+};
+
+TEST_F(KubeDesiredBackoff, BackoffResetsAfterAWatchThatWorked) {
+  Start(1s);
   for (int cut = 1; cut <= 5; ++cut) {
     std::this_thread::sleep_for(1500ms);  // the watch works: bookmarks every second
-    ASSERT_TRUE(healthy());
-    sim.server().DropWatches();
-    ASSERT_TRUE(WaitUntil([&] { return !healthy(); }, 2s)) << "cut " << cut;
-    const auto start = std::chrono::steady_clock::now();
-    ASSERT_TRUE(WaitUntil(healthy, 40s));
-    const auto took = std::chrono::steady_clock::now() - start;
-    std::printf("[ backoff  ] cut %d: healthy again after %lld ms\n", cut,
-                static_cast<long long>(
-                    std::chrono::duration_cast<std::chrono::milliseconds>(took).count()));
-    EXPECT_LT(took, 3s) << "cut " << cut;
+    ASSERT_TRUE(Healthy());
+    EXPECT_LT(CutAndRecover("cut " + std::to_string(cut)), 3s);
   }
-  source.Stop();
 }
 
 // After a cut watch the source re-watches and the server answers 200: the failure recorded for
 // the cut clears then, not at the first line of the new stream, which on a quiet cluster is the
 // first bookmark a minute later. Here bookmarks come every 20 s; healthy again takes about the
 // initial backoff.
-TEST(KubeDesiredBackoff, ReopenedWatchIsHealthyBeforeItsFirstLine) {
-  KubeSim sim;
-  std::string error;
-  ASSERT_TRUE(sim.Start(&error, 20s)) << error;
-  sim.UpsertNamespace("shop", "ambient");
-  sim.UpsertNode(kNode, false);
-  kube::KubeConfigResult config =
-      kube::KubeconfigFileConfig(sim.kubeconfig(), kube::ProcessEnv, kNode);
-  ASSERT_TRUE(config.config) << config.message;
-  kube::KubeApiSource source(*config.config);  // the daemon's options
-  source.Start();
-  auto healthy = [&] { return source.Snapshot().status.healthy(); };
-  ASSERT_TRUE(WaitUntil(healthy, 10s));
-  sim.server().DropWatches();
-  ASSERT_TRUE(WaitUntil([&] { return !healthy(); }, 2s));
-  const auto start = std::chrono::steady_clock::now();
-  ASSERT_TRUE(WaitUntil(healthy, 40s));
-  const auto took = std::chrono::steady_clock::now() - start;
-  std::printf(
-      "[ backoff  ] healthy again after %lld ms\n",
-      static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(took).count()));
-  EXPECT_LT(took, 3s);
-  source.Stop();
+TEST_F(KubeDesiredBackoff, ReopenedWatchIsHealthyBeforeItsFirstLine) {
+  Start(20s);
+  EXPECT_LT(CutAndRecover("reopened"), 3s);
 }
 
 // ---- ztunnel serves a previous netns of the pod ------------------------------------------------
