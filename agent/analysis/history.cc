@@ -33,6 +33,15 @@ std::optional<int64_t> History::FirstSeen(std::string_view key) const {
   return it->second;
 }
 
+std::map<std::string, int64_t> History::Export() const {
+  return {first_seen_.begin(), first_seen_.end()};
+}
+
+void History::Restore(const std::map<std::string, int64_t>& first_seen) {
+  first_seen_ = {first_seen.begin(), first_seen.end()};
+  seen_this_scan_.clear();
+}
+
 std::string FindingIdentity(const Finding& finding) {
   return std::string(finding.code_name()) + '\x1f' + std::to_string(finding.netns_inode) + '\x1f' +
          finding.subject;
@@ -92,6 +101,8 @@ std::vector<FindingRecord> FindingHistory::Apply(const std::vector<Finding>& ope
     } else if (auto known = open_.find(id); known != open_.end()) {
       record = std::move(known->second);
       open_.erase(known);
+    } else if (auto seed = seeds_.find(id); seed != seeds_.end()) {
+      record.first_seen_unix_ms = seed->second;
     } else {
       record.first_seen_unix_ms = now_unix_ms;
     }
@@ -111,7 +122,14 @@ std::vector<FindingRecord> FindingHistory::Apply(const std::vector<Finding>& ope
     dropped_ += excess;
   }
   open_ = std::move(still_open);
+  seeds_.clear();  // a seed stands for the first step only
   return records;
+}
+
+std::map<std::string, int64_t> FindingHistory::OpenFirstSeen() const {
+  std::map<std::string, int64_t> first_seen;
+  for (const auto& [id, record] : open_) first_seen.emplace(id, record.first_seen_unix_ms);
+  return first_seen;
 }
 
 namespace analysis {

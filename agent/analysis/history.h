@@ -14,6 +14,20 @@
 
 namespace ad {
 
+// What an engine remembers across scans, as plain data: first-seen times of aged conditions
+// (History), of the desired-state conditions, and of open findings by FindingIdentity. A daemon's
+// capture carries it so that a replay ages every condition as the daemon did.
+struct HistoryMemory {
+  std::map<std::string, int64_t> signal_first_seen;
+  std::map<std::string, int64_t> desired_first_seen;
+  std::map<std::string, int64_t> finding_first_seen;
+
+  bool empty() const {
+    return signal_first_seen.empty() && desired_first_seen.empty() && finding_first_seen.empty();
+  }
+  bool operator==(const HistoryMemory&) const = default;
+};
+
 class History {
  public:
   // Starts a scan taken at `now_unix_ms`. Keys not observed before EndScan() are forgotten, so a
@@ -26,6 +40,9 @@ class History {
   std::optional<int64_t> FirstSeen(std::string_view key) const;
   size_t size() const { return first_seen_.size(); }
   int64_t now_unix_ms() const { return now_unix_ms_; }
+  // The first-seen times as data, and back (a replay starts from a capture's).
+  std::map<std::string, int64_t> Export() const;
+  void Restore(const std::map<std::string, int64_t>& first_seen);
 
  private:
   int64_t now_unix_ms_ = 0;
@@ -78,6 +95,10 @@ class FindingHistory {
   std::vector<FindingRecord> Apply(const std::vector<Finding>& open_now, int64_t now_unix_ms);
 
   size_t open_count() const { return open_.size(); }
+  // First-seen times of the open findings by identity, and the seed a replay starts from: a
+  // finding whose identity is seeded opens with that time instead of the step's.
+  std::map<std::string, int64_t> OpenFirstSeen() const;
+  void Seed(std::map<std::string, int64_t> first_seen) { seeds_ = std::move(first_seen); }
   const std::vector<FindingRecord>& resolved() const { return resolved_; }  // oldest first
   uint64_t resolved_dropped() const { return dropped_; }
 
@@ -86,6 +107,7 @@ class FindingHistory {
   std::map<std::string, FindingRecord, std::less<>> open_;
   std::vector<FindingRecord> resolved_;
   uint64_t dropped_ = 0;
+  std::map<std::string, int64_t> seeds_;
 };
 
 }  // namespace ad

@@ -31,6 +31,7 @@
 
 #include "ambientdoctor/v1/ambient_doctor.grpc.pb.h"
 #include "analysis/analysis.h"
+#include "capture/capture.h"
 #include "api/health_service.h"
 #include "api/kube_proto.h"
 #include "api/report_proto.h"
@@ -566,6 +567,31 @@ struct ApiServer::Impl final : pb::AmbientDoctor::Service {
     }
     if (reply->has_netns()) AddPodFlows(reply->netns().inode(), *reply);
     FillDaemonOrigin(*latest, reply->mutable_origin());
+    return grpc::Status::OK;
+  }
+
+  grpc::Status GetCapture(grpc::ServerContext* context, const pb::GetCaptureRequest* request,
+                          pb::CaptureFile* reply) override {
+    if (DeadlinePassed(context)) {
+      return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "deadline passed before GetCapture");
+    }
+    const auto latest = hub->Latest();
+    if (!latest) {
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE, "no scan has completed yet; retry");
+    }
+    const EngineStep& step = latest->step;
+    capture::Capture taken;
+    taken.manifest.agent_version = options.version;
+    taken.manifest.node_name = step.snapshot.node_name;
+    taken.manifest.taken_at_unix_ms = step.snapshot.taken_at_unix_ms;
+    taken.manifest.origin = "daemon";
+    taken.manifest.agent_flags = options.capture_flags;
+    taken.manifest.ips_redacted = request->redact_ips();
+    taken.snapshot = step.snapshot;
+    if (step.memory) taken.memory = *step.memory;
+    Result<std::string> bytes = capture::Encode(std::move(taken));
+    if (!bytes.ok()) return grpc::Status(grpc::StatusCode::INTERNAL, bytes.error().message);
+    reply->set_data(std::move(bytes).value());
     return grpc::Status::OK;
   }
 

@@ -54,6 +54,8 @@ struct ApiServerOptions {
   std::chrono::milliseconds stalled_write_timeout{10000};
   std::string version = "dev";
   std::string node_name;
+  // The daemon's scan flags as `report --from` takes them (GetCapture's manifest).
+  std::vector<std::string> capture_flags;
 };
 
 // Which netns GetNetnsRules asks for: an nsfs inode or a path (exactly one set).

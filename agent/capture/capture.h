@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "analysis/history.h"
 #include "model/result.h"
 #include "model/snapshot.h"
 
@@ -25,6 +26,8 @@ inline constexpr uint32_t kFormatVersion = 1;
 // A decoded capture larger than this is refused (a gzip bomb, or not ours): a 1,000-pod node's
 // capture is a few tens of MiB.
 inline constexpr size_t kMaxDecodedBytes = size_t{512} << 20;
+// A capture file larger than this is not read at all.
+inline constexpr size_t kMaxFileBytes = size_t{128} << 20;
 
 struct Manifest {
   std::string format{kFormatName};
@@ -40,15 +43,9 @@ struct Manifest {
   std::vector<std::string> contents;
 };
 
-// What a daemon's engine remembers across scans, so that a replay ages conditions as it did:
-// first-seen times by key (analysis/history.h History) and of open findings by identity.
-struct EngineMemory {
-  std::map<std::string, int64_t> signal_first_seen;
-  std::map<std::string, int64_t> desired_first_seen;
-  std::map<std::string, int64_t> finding_first_seen;
-
-  bool operator==(const EngineMemory&) const = default;
-};
+// What a daemon's engine remembers across scans (analysis/history.h), so that a replay ages
+// conditions as it did.
+using EngineMemory = HistoryMemory;
 
 struct Capture {
   Manifest manifest;

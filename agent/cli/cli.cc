@@ -31,6 +31,8 @@ Commands:
              log one line per change (the gRPC API and metrics attach to it).
   rules      Print the normalized netfilter rules and policy routes of one netns (read by the
              daemon when it answers, else locally; the same output).
+  capture    Write this node's scan to one file (capture -o FILE) that report --from FILE and
+             explain pod --from FILE judge anywhere, without root.
   findings   List every finding code with its severity and meaning.
   version    Print the version.
   flows      Trace HBONE (:15008) connections with eBPF for a while; print open and recent flows.
@@ -54,6 +56,7 @@ int Main(int argc, char** argv) {
   if (command == "serve") return RunServe(args, kVersion);
   if (command == "rules") return RunRules(args);
   if (command == "findings") return RunFindings(args);
+  if (command == "capture") return RunCapture(args);
   if (command == "flows") return RunFlows(args);
   if (command == "version" || command == "--version") {
     std::printf("ambient-doctor %s\n", AgentVersionText().c_str());

@@ -9,6 +9,8 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <set>
 #include <stdexcept>
 
 #include "report/report_policy.h"
@@ -36,16 +38,74 @@ void SetupLogging(const std::string& level) {
   spdlog::set_level(spdlog::level::from_str(level));
 }
 
+namespace {
+
+void AddLogLevelFlag(FlagSet& flags, CommonConfig& config) {
+  flags.Add({.name = "log-level",
+             .value_name = "LEVEL",
+             .help = "Log level on stderr: trace, debug, info, warn, error, off."},
+            &config.log_level);
+}
+
+}  // namespace
+
 void AddCommonFlags(FlagSet& flags, CommonConfig& config) {
   flags.Add({.name = "output",
              .short_name = 'o',
              .value_name = "FORMAT",
              .help = "Output format: table or json."},
             &config.output);
-  flags.Add({.name = "log-level",
-             .value_name = "LEVEL",
-             .help = "Log level on stderr: trace, debug, info, warn, error, off."},
-            &config.log_level);
+  AddLogLevelFlag(flags, config);
+}
+
+void AddFromFlag(FlagSet& flags, LayerConfig& layers) {
+  flags.Add({.name = "from",
+             .value_name = "FILE",
+             .help = "Judge a capture (ambient-doctor capture -o FILE) instead of this node: "
+                     "anywhere, without root, nothing read from the kernel or asked of a daemon "
+                     "or the Kubernetes API. The capture's own scan flags apply; analysis flags "
+                     "given here (thresholds, --enrollment-grace, ...) override them."},
+            &layers.from);
+}
+
+std::vector<std::string> ReplayableScanFlags(const std::vector<std::string>& layered_args) {
+  ScanConfig scratch;
+  FlagSet report("report", "", "");
+  AddScanFlags(report, scratch);
+  static const std::set<std::string> kNotReplayed = {"-o",    "--output",     "--log-level",
+                                                     "--config", "--lab",     "--lab-prefix",
+                                                     "--color"};
+  std::vector<std::string> kept;
+  for (size_t i = 0; i < layered_args.size(); ++i) {
+    const std::string& arg = layered_args[i];
+    const std::string name = arg.substr(0, arg.find('='));
+    const std::optional<bool> takes_value = report.TakesValue(name);
+    const bool has_value = takes_value.value_or(false) && name == arg && i + 1 < layered_args.size();
+    if (takes_value && !kNotReplayed.contains(name)) {
+      kept.push_back(arg);
+      if (has_value) kept.push_back(layered_args[i + 1]);
+    }
+    if (has_value) ++i;
+  }
+  return kept;
+}
+
+Result<capture::Capture> ReadCaptureFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return ErrnoError(SourceKind::kCapture, path);
+  std::string bytes;
+  // Read at most one byte past the cap: a larger file is not a capture this reader takes.
+  bytes.resize(capture::kMaxFileBytes + 1);
+  in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  bytes.resize(static_cast<size_t>(in.gcount()));
+  if (bytes.size() > capture::kMaxFileBytes) {
+    return SourceError{SourceKind::kCapture, path + ": larger than a capture can be"};
+  }
+  Result<capture::Capture> decoded = capture::Decode(bytes);
+  if (!decoded.ok()) {
+    return SourceError{SourceKind::kCapture, path + ": " + decoded.error().message};
+  }
+  return decoded;
 }
 
 namespace {
@@ -220,11 +280,15 @@ void AddKubeFlags(FlagSet& flags, ScanConfig& config) {
             &config.engine.desired.exclude_namespaces);
 }
 
-void AddScanFlags(FlagSet& flags, ScanConfig& config) {
+void AddScanFlags(FlagSet& flags, ScanConfig& config, bool output_format) {
   AddDiscoveryFlags(flags, config);
   AddNodeSourceFlags(flags, config);
   AddKubeFlags(flags, config);
-  AddCommonFlags(flags, config.common);
+  if (output_format) {
+    AddCommonFlags(flags, config.common);
+  } else {
+    AddLogLevelFlag(flags, config.common);
+  }
   flags.Add({.name = "workers",
              .value_name = "N",
              .help = "Threads that inspect netns in parallel (local scans)."},
@@ -288,7 +352,21 @@ std::optional<std::string> FinishScanConfig(ScanConfig& scan) {
   return std::nullopt;
 }
 
+namespace {
+
+// The capture's replay: the same engine, fed the capture's snapshot at its time.
+LocalScan ReplayCapture(ScanConfig& scan) {
+  const capture::Capture& taken = *scan.layers.capture;
+  // A daemon's capture carries its history: ages are known as the daemon knew them.
+  scan.engine.analysis.history_known = taken.manifest.origin == "daemon";
+  Engine engine = Engine::Replay(std::move(scan.engine), taken.snapshot, taken.memory);
+  return {.kube = nullptr, .step = engine.Step()};
+}
+
+}  // namespace
+
 LocalScan ScanLocally(ScanConfig& scan) {
+  if (scan.layers.capture) return ReplayCapture(scan);
   if (::geteuid() != 0) {
     spdlog::warn("not running as root: entering other network namespaces will likely fail");
   }
@@ -302,6 +380,24 @@ LocalScan ScanLocally(ScanConfig& scan) {
   engine.set_kube_view([kube = local.kube.get()] { return kube->View(); });
   local.step = engine.Step();
   return local;
+}
+
+void SetLocalOrigin(const ScanConfig& scan, const DaemonChoice& daemon,
+                    ::ambientdoctor::v1::ReportOrigin& origin) {
+  if (!scan.layers.capture) {
+    origin.set_source("local");
+    origin.set_api_socket(daemon.socket);
+    origin.set_fallback_reason(daemon.fallback_reason);
+    return;
+  }
+  const capture::Manifest& manifest = scan.layers.capture->manifest;
+  origin.set_source("capture");
+  origin.set_capture_file(scan.layers.from);
+  origin.set_captured_by(manifest.agent_version);
+  origin.set_captured_from(manifest.origin);
+  origin.set_history(manifest.origin == "daemon");
+  origin.set_age_ms(
+      static_cast<double>(std::max<int64_t>(0, NowUnixMs() - manifest.taken_at_unix_ms)));
 }
 
 // Explains on stderr why a scan could not be used.
@@ -345,7 +441,22 @@ std::optional<int> ParseOrExit(FlagSet& flags, const std::vector<std::string>& a
     layers->kubeconfig_on_command_line = flags.Given("kubeconfig") && !flags.Given("no-kube-api");
   }
   std::optional<std::string> config_file;
-  if (layers != nullptr && !layers->config.empty()) {
+  std::optional<std::vector<std::string>> lower_args;  // the flags file's, or the capture's
+  if (layers != nullptr && !layers->from.empty() && !flags.help()) {
+    if (!layers->config.empty() || layers->lab || flags.Given("lab-prefix")) {
+      std::fprintf(stderr,
+                   "ambient-doctor: --from judges a capture with the flags it was taken with; "
+                   "--config, --lab and --lab-prefix do not apply to it\n");
+      return kExitScanFailed;
+    }
+    Result<capture::Capture> loaded = ReadCaptureFile(layers->from);
+    if (!loaded.ok()) {
+      std::fprintf(stderr, "ambient-doctor: %s\n", loaded.error().message.c_str());
+      return kExitScanFailed;
+    }
+    layers->capture = std::make_shared<const capture::Capture>(std::move(loaded).value());
+    lower_args = layers->capture->manifest.agent_flags;
+  } else if (layers != nullptr && !layers->config.empty()) {
     config_file = layers->config;
   } else if (layers != nullptr && (layers->lab || flags.Given("lab-prefix"))) {
     config_file = LabFlagsPath(layers->lab_prefix);
@@ -360,11 +471,19 @@ std::optional<int> ParseOrExit(FlagSet& flags, const std::vector<std::string>& a
       }
       return kExitScanFailed;
     }
-    if (auto err = flags.Parse(*file_args)) {
-      std::fprintf(stderr, "ambient-doctor: %s: %s\n", config_file->c_str(), err->c_str());
+    lower_args = std::move(file_args).value();
+  }
+  if (lower_args) {
+    const std::string where = config_file ? *config_file : layers->from + " (its scan flags)";
+    if (auto err = flags.Parse(*lower_args)) {
+      std::fprintf(stderr, "ambient-doctor: %s: %s\n", where.c_str(), err->c_str());
       return kExitScanFailed;
     }
     (void)flags.Parse(args);  // parsed once already
+  }
+  if (layers != nullptr) {
+    layers->layered_args = lower_args.value_or(std::vector<std::string>{});
+    layers->layered_args.insert(layers->layered_args.end(), args.begin(), args.end());
   }
   if (flags.help()) {
     std::fputs(flags.Usage().c_str(), stdout);

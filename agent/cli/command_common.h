@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "capture/capture.h"
 #include "cli/flags.h"
 #include "client/api_client.h"
 #include "engine/engine.h"
@@ -31,6 +32,12 @@ struct LayerConfig {
   // --kubeconfig given on the command line itself: it overrides a --no-kube-api from the flags
   // file (a lab without an API server writes one) instead of being silently ignored.
   bool kubeconfig_on_command_line = false;
+  // --from FILE: a capture judged instead of this node; its scan flags are the lower layer.
+  std::string from;
+  std::shared_ptr<const capture::Capture> capture;  // decoded by ParseOrExit
+  // The flags of the scan as finally layered (flags file, then command line): what a capture
+  // records so that its replay judges with the same settings.
+  std::vector<std::string> layered_args;
 };
 
 // What report, watch and serve scan, and how they judge it. The flags bound to `engine`'s fields
@@ -76,7 +83,15 @@ void SetupLogging(const std::string& level);
 // Flag groups.
 void AddCommonFlags(FlagSet& flags, CommonConfig& config);  // -o, --log-level
 // Discovery, node sources, --config/--lab, common, --workers, --color.
-void AddScanFlags(FlagSet& flags, ScanConfig& config);
+// Without `output_format` (capture: -o is its file), only --log-level of the common flags.
+void AddScanFlags(FlagSet& flags, ScanConfig& config, bool output_format = true);
+// --from FILE (report, explain): judge a capture instead of this node.
+void AddFromFlag(FlagSet& flags, LayerConfig& layers);
+// Of a command's layered flags, those `report --from` takes again to judge a capture with the
+// same settings: report's scan flags, without output, logging, flags files or lab selection.
+std::vector<std::string> ReplayableScanFlags(const std::vector<std::string>& layered_args);
+// The capture at `path`, decoded; errors name the file.
+Result<capture::Capture> ReadCaptureFile(const std::string& path);
 void AddClientFlags(FlagSet& flags, ClientConfig& config);  // --local, --api-socket
 
 // "30s", "500ms", "2m", "1h"; a bare number is seconds.
@@ -101,7 +116,7 @@ void ExplainUnusableScan(const NodeSnapshot& snapshot);
 
 // One local engine step (report, explain), judged against the Kubernetes API source after
 // waiting for its first lists (kKubeSyncWait); the link stays open for a pod lookup. Warns when
-// not root.
+// not root. With --from, the capture's replay instead (kube null: nothing is asked of an API).
 struct LocalScan {
   std::unique_ptr<KubeLink> kube;
   EngineStep step;
@@ -119,6 +134,9 @@ struct DaemonChoice {
   bool daemon_failed = false;   // a socket was there but no usable daemon behind it
   bool refused = false;         // contradictory flags: explained on stderr, exit 2
 };
+
+// The origin of a result: a local scan (why not the daemon), or the capture it replays.
+void SetLocalOrigin(const ScanConfig& scan, const DaemonChoice& daemon, ::ambientdoctor::v1::ReportOrigin& origin);
 // Says why the command works without the daemon (a warning when a socket was there but failed).
 void LogFallback(const DaemonChoice& choice, const std::string& what);
 // `scoped`: the command scans a node (report, watch); rules reads one netns by path. Scope flags
@@ -148,5 +166,6 @@ int RunWatch(const std::vector<std::string>& args);
 int RunServe(const std::vector<std::string>& args, const std::string& version);
 int RunRules(const std::vector<std::string>& args);
 int RunFindings(const std::vector<std::string>& args);
+int RunCapture(const std::vector<std::string>& args);
 
 }  // namespace ad::cli

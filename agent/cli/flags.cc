@@ -84,6 +84,16 @@ std::optional<std::string> FlagSet::Parse(const std::vector<std::string>& args) 
   return std::nullopt;
 }
 
+std::optional<bool> FlagSet::TakesValue(std::string_view flag) const {
+  for (const Entry& e : entries_) {
+    const bool long_form = flag.starts_with("--") && flag.substr(2) == e.spec.name;
+    const bool short_form = e.spec.short_name != 0 && flag.size() == 2 && flag[0] == '-' &&
+                            flag[1] == e.spec.short_name;
+    if (long_form || short_form) return e.takes_value;
+  }
+  return std::nullopt;
+}
+
 bool FlagSet::Given(const std::string& name) const {
   const CLI::Option* option = app_->get_option_no_throw("--" + name);
   return option != nullptr && option->count() > 0;

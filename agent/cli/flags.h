@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <string_view>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,8 @@ class FlagSet {
   // Whether the last Parse gave the flag (the command line, when it is parsed last).
   bool Given(const std::string& name) const;
   bool help() const { return help_; }
+  // Whether "--name" (or "-x") is one of this set's flags, and whether it takes a value.
+  std::optional<bool> TakesValue(std::string_view flag) const;
   const std::vector<std::string>& positional() const { return positional_; }
   // No command takes positional words: an error naming the ones given, nullopt when none was.
   std::optional<std::string> PositionalError() const;

@@ -25,7 +25,7 @@ int PrintPod(const pb::PodReport& pod, const ScanConfig& scan) {
 
 // A local scan judged against the API source, then the pod's story from it.
 int LocalPod(ScanConfig& scan, const PodQuery& query, const DaemonChoice& daemon) {
-  LogFallback(daemon, "scanning");
+  if (!scan.layers.capture) LogFallback(daemon, "scanning");
   const LocalScan local = ScanLocally(scan);
   const EngineStep& step = local.step;
   if (!step.usable) {
@@ -34,16 +34,19 @@ int LocalPod(ScanConfig& scan, const PodQuery& query, const DaemonChoice& daemon
   }
   pb::PodReport pod = api::BuildPodReport(step.snapshot, step.analysis, step.desired.get(), nullptr,
                                           query.namespace_name, query.name);
-  if (pod.location() == "unknown") {
+  if (pod.location() == "unknown" && !local.kube) {
+    // A capture holds its node's pods only: nothing can be asked about the others.
+    api::FillPodLocation(false, false, "",
+                         "not among the pods of node " + step.snapshot.node_name +
+                             " in this capture",
+                         step.snapshot.node_name, pod);
+  } else if (pod.location() == "unknown") {
     const PodLocation where = local.kube->Locate(query.namespace_name, query.name);
     const std::string node =
         pod.kubernetes().node().empty() ? step.snapshot.node_name : pod.kubernetes().node();
     api::FillPodLocation(where.found, where.not_found, where.node_name, where.error, node, pod);
   }
-  pb::ReportOrigin* origin = pod.mutable_origin();
-  origin->set_source("local");
-  origin->set_api_socket(daemon.socket);
-  origin->set_fallback_reason(daemon.fallback_reason);
+  SetLocalOrigin(scan, daemon, *pod.mutable_origin());
   return PrintPod(pod, scan);
 }
 
@@ -65,7 +68,8 @@ std::optional<PodQuery> ParsePodQuery(const std::string& pod, const std::string&
 
 int RunPodStory(ScanConfig& scan, const ClientConfig& client, const FlagSet& flags,
                 const PodQuery& query, const std::string& command) {
-  DaemonChoice daemon = ChooseDaemon(flags, client, command);
+  DaemonChoice daemon;
+  if (!scan.layers.capture) daemon = ChooseDaemon(flags, client, command);
   if (daemon.refused) return kExitScanFailed;
   if (daemon.client) {
     Result<pb::PodReport> answer = daemon.client->GetPod(query.namespace_name, query.name);

@@ -52,6 +52,7 @@ int RunReportCommand(const std::vector<std::string>& args, const std::string* po
   ReportConfig config;
   AddScanFlags(flags, config.scan);
   AddClientFlags(flags, config.client);
+  AddFromFlag(flags, config.scan.layers);
   flags.Add({.name = "istio-only", .help = "Hide netns without Istio state and without findings."},
             &config.istio_only);
   flags.Add({.name = "pod",
@@ -80,7 +81,8 @@ int RunReportCommand(const std::vector<std::string>& args, const std::string* po
     }
     return RunPodStory(config.scan, config.client, flags, *query, command);
   }
-  DaemonChoice daemon = ChooseDaemon(flags, config.client, "report");
+  DaemonChoice daemon;
+  if (!config.scan.layers.capture) daemon = ChooseDaemon(flags, config.client, "report");
   if (daemon.refused) return kExitScanFailed;
   if (daemon.client) {
     Result<pb::Report> answer = daemon.client->GetReport();
@@ -96,18 +98,21 @@ int RunReportCommand(const std::vector<std::string>& args, const std::string* po
     daemon.fallback_reason = answer.error().message;
     daemon.daemon_failed = true;
   }
-  LogFallback(daemon, "scanning");
+  if (!config.scan.layers.capture) LogFallback(daemon, "scanning");
   const LocalScan scan = ScanLocally(config.scan);
   const EngineStep& step = scan.step;
   if (!step.usable) {
     ExplainUnusableScan(step.snapshot);
     return kExitScanFailed;
   }
-  pb::Report report = api::BuildReport(step.snapshot, step.analysis, {}, step.desired.get());
-  pb::ReportOrigin* origin = report.mutable_origin();
-  origin->set_source("local");
-  origin->set_api_socket(daemon.socket);
-  origin->set_fallback_reason(daemon.fallback_reason);
+  // A daemon's capture carries first-seen times: its findings' ages are as the daemon had them.
+  const bool aged = config.scan.layers.capture && config.scan.layers.capture->manifest.origin == "daemon";
+  pb::Report report =
+      api::BuildReport(step.snapshot, step.analysis,
+                       aged ? api::ReportHistory{.finding_records = &step.finding_records}
+                            : api::ReportHistory{},
+                       step.desired.get());
+  SetLocalOrigin(config.scan, daemon, *report.mutable_origin());
   return PrintReport(report, config);
 }
 

@@ -198,6 +198,11 @@ std::string OriginLine(const pb::ReportOrigin& origin, bool color) {
            std::to_string(static_cast<uint64_t>(origin.sequence()));
     if (!origin.trigger().empty()) out += " (" + origin.trigger() + " scan)";
     out += ", " + FormatDuration(Ms(origin.age_ms())) + " old  ·  with history";
+  } else if (origin.source() == "capture") {
+    out += "capture " + origin.capture_file() + " (taken by ambient-doctor " +
+           origin.captured_by() + (origin.captured_from() == "daemon" ? " from its daemon" : "") +
+           ", " + FormatDuration(Ms(origin.age_ms())) + " ago)  ·  " +
+           (origin.history() ? "with daemon history" : "no daemon history");
   } else {
     out += "local scan";
     if (!origin.fallback_reason().empty()) out += " (" + origin.fallback_reason() + ")";

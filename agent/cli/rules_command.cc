@@ -1,5 +1,7 @@
 #include <cstdio>
 #include <filesystem>
+#include <functional>
+#include <string>
 
 #include "analysis/analysis.h"
 #include "api/report_proto.h"
@@ -19,7 +21,37 @@ struct RulesConfig {
   std::string proc_root = "/proc";
   CommonConfig common;
   ClientConfig client;
+  std::string from;  // a capture instead of the kernel
 };
+
+// The netns of a capture named by one of its paths or by its inode number.
+const NetnsSnapshot* FindCapturedNetns(const NodeSnapshot& snapshot, const std::string& name) {
+  for (const NetnsSnapshot& ns : snapshot.netns) {
+    if (std::to_string(ns.netns.inode) == name) return &ns;
+    for (const std::string& path : ns.netns.paths) {
+      if (path == name) return &ns;
+    }
+  }
+  return nullptr;
+}
+
+int RulesFromCapture(const RulesConfig& config, const std::string& path,
+                     const std::function<int(const pb::NetnsRules&)>& print) {
+  Result<capture::Capture> taken = ReadCaptureFile(config.from);
+  if (!taken.ok()) {
+    std::fprintf(stderr, "ambient-doctor rules: %s\n", taken.error().message.c_str());
+    return kExitScanFailed;
+  }
+  const NetnsSnapshot* ns = FindCapturedNetns(taken->snapshot, path);
+  if (ns == nullptr) {
+    std::fprintf(stderr,
+                 "ambient-doctor rules: %s holds no netns %s (give one of its paths or its inode "
+                 "number, as `report --from` lists them)\n",
+                 config.from.c_str(), path.c_str());
+    return kExitScanFailed;
+  }
+  return print(api::BuildNetnsRules(*ns, Classify(*ns), NodeAnalysis{}));
+}
 
 }  // namespace
 
@@ -42,6 +74,11 @@ int RunRules(const std::vector<std::string>& args) {
             &config.proc_root);
   AddCommonFlags(flags, config.common);
   AddClientFlags(flags, config.client);
+  flags.Add({.name = "from",
+             .value_name = "FILE",
+             .help = "Print the netns as a capture (ambient-doctor capture -o FILE) holds it; "
+                     "--netns then takes one of its paths or its inode number. No root needed."},
+            &config.from);
   if (auto rc = ParseOrExit(flags, args, nullptr, config.common.output)) return *rc;
   SetupLogging(config.common.log_level);
 
@@ -56,6 +93,13 @@ int RunRules(const std::vector<std::string>& args) {
     std::fputs((json ? RenderRulesJson(rules) : RenderRulesText(rules)).c_str(), stdout);
     return rules.netns().unreadable() ? kExitScanFailed : 0;
   };
+  if (!config.from.empty()) {
+    if (flags.Given("pid")) {
+      std::fprintf(stderr, "ambient-doctor rules: --from takes --netns PATH|INODE, not --pid\n");
+      return kExitScanFailed;
+    }
+    return RulesFromCapture(config, path, print);
+  }
   DaemonChoice daemon = ChooseDaemon(flags, config.client, "rules", /*scoped=*/false);
   if (daemon.client) {
     // The daemon opens the path in its own mount namespace; a relative one means nothing there.

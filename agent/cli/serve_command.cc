@@ -254,6 +254,7 @@ std::optional<std::string> ServeFromFlags(ServeConfig& config, const std::string
   if (!metrics.ok()) return metrics.error().message;
   app.metrics = metrics.value();
   app.api.version = version;
+  app.api.capture_flags = ReplayableScanFlags(config.scan.layers.layered_args);
   app.metrics_options = MetricsOptions{.version = version,
                                        .per_pod_labels = config.metrics_per_pod,
                                        .stale_after_ms = *stale_after,

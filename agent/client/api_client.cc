@@ -218,6 +218,17 @@ Result<pb::PodReport> ApiClient::GetPod(const std::string& namespace_name,
   return reply;
 }
 
+Result<std::string> ApiClient::GetCapture(bool redact_ips) {
+  grpc::ClientContext context;
+  context.set_deadline(After(PodCallTimeout(impl_->options)));
+  pb::GetCaptureRequest request;
+  request.set_redact_ips(redact_ips);
+  pb::CaptureFile reply;
+  const grpc::Status status = impl_->stub->GetCapture(&context, request, &reply);
+  if (!status.ok()) return StatusError("GetCapture", status);
+  return std::move(*reply.mutable_data());
+}
+
 Result<pb::NetnsRules> ApiClient::GetNetnsRulesByPath(const std::string& path) {
   grpc::ClientContext context;
   impl_->Prepare(context);

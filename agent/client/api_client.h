@@ -54,6 +54,8 @@ class ApiClient {
   // deadline than the other unary calls).
   Result<pb::PodReport> GetPod(const std::string& namespace_name, const std::string& name);
   Result<pb::NetnsRules> GetNetnsRulesByPath(const std::string& path);
+  // The latest scan as capture file bytes (a larger deadline: the file can be megabytes).
+  Result<std::string> GetCapture(bool redact_ips);
   // Opens WatchFindings; the first event must arrive within call_timeout.
   Result<std::unique_ptr<FindingStream>> WatchFindings();
   // Opens StreamFlows (0: every netns); the first message (the open flows) must arrive within

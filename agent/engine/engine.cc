@@ -299,6 +299,23 @@ Engine::Engine(EngineConfig config, std::unique_ptr<NetnsInspector> inspector, C
 Engine::Engine(EngineConfig config)
     : Engine(std::move(config), MakeKernelInspector(ReadLimits{}, {.ipsets_in_host_only = true})) {}
 
+Engine Engine::Replay(EngineConfig config, NodeSnapshot snapshot, const HistoryMemory& memory) {
+  const int64_t taken_at = snapshot.taken_at_unix_ms;
+  Engine engine(std::move(config), nullptr, [taken_at] { return taken_at; });
+  engine.scan_ = {};  // no live source is ever asked
+  engine.history_.Restore(memory.signal_first_seen);
+  engine.desired_history_.Restore(memory.desired_first_seen);
+  engine.finding_history_.Seed(memory.finding_first_seen);
+  engine.replay_ = std::move(snapshot);
+  return engine;
+}
+
+HistoryMemory Engine::Memory() const {
+  return {.signal_first_seen = history_.Export(),
+          .desired_first_seen = desired_history_.Export(),
+          .finding_first_seen = finding_history_.OpenFirstSeen()};
+}
+
 Engine::Engine(Engine&&) = default;
 Engine& Engine::operator=(Engine&&) = default;
 Engine::~Engine() = default;
@@ -319,7 +336,9 @@ void Engine::JudgeDesired(EngineStep& step) {
 EngineStep Engine::Step(const StepPlan& plan) {
   EngineStep step;
   const int64_t started_at = clock_();
-  if (plan.full || !last_snapshot_) {
+  if (replay_) {
+    step.snapshot = *replay_;  // its Kubernetes view included
+  } else if (plan.full || !last_snapshot_) {
     step.snapshot = ScanNode(scan_, *inspector_);
     if (kube_view_) step.snapshot.kube = kube_view_();
   } else {
@@ -386,6 +405,7 @@ EngineStep Engine::Step(const StepPlan& plan) {
   last_snapshot_ = step.snapshot;
   if (!step.usable) {
     scan_failing_ = true;
+    step.memory = std::make_shared<const HistoryMemory>(Memory());
     return step;  // nothing judged: open findings and history stay as they were
   }
   step.scan_recovered = std::exchange(scan_failing_, false);
@@ -410,6 +430,7 @@ EngineStep Engine::Step(const StepPlan& plan) {
         std::make_shared<const std::vector<FindingRecord>>(finding_history_.resolved());
   }
   step.recently_resolved = recently_resolved_;
+  step.memory = std::make_shared<const HistoryMemory>(Memory());
   return step;
 }
 

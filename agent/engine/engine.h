@@ -98,6 +98,9 @@ struct EngineStep {
   // prints, their findings already merged into analysis.findings); null without a Kubernetes view
   // or when !usable.
   std::shared_ptr<const DesiredAnalysis> desired;
+  // What the engine remembered after this step (ages of conditions and open findings): a daemon
+  // capture carries it, so that its replay ages them the same. Null on unchanged steps.
+  std::shared_ptr<const HistoryMemory> memory;
   // Set by a step planned with skip_if_unchanged that found nothing new (see StepPlan): the step
   // carries no data and is not meant to be published; the engine's state is as before.
   bool unchanged = false;
@@ -136,6 +139,10 @@ class Engine {
          Clock clock = SystemClockMs, size_t resolved_capacity = 1000);
   // With the kernel inspector (node scans read ipsets in the host netns only).
   explicit Engine(EngineConfig config);
+  // The replay peer of the live engine (as falco's savefile engine is of its live ones): every
+  // step judges `snapshot`, a capture's, at the time it was taken, starting from the memory of
+  // the engine that took it, so it finds what that engine found. Reads nothing from the node.
+  static Engine Replay(EngineConfig config, NodeSnapshot snapshot, const HistoryMemory& memory);
   Engine(Engine&&);
   Engine& operator=(Engine&&);
   ~Engine();
@@ -146,6 +153,8 @@ class Engine {
   EngineStep Step(const StepPlan& plan);
 
   const std::vector<Finding>& open_findings() const { return open_findings_; }
+  // What this engine remembers across steps (the ages a capture carries for its replay).
+  HistoryMemory Memory() const;
   const EngineConfig& config() const { return config_; }
 
   // Findings of checks outside the scan (the daemon's flow checks), judged with each usable
@@ -179,6 +188,7 @@ class Engine {
   std::shared_ptr<const std::vector<FindingRecord>> recently_resolved_;
   std::vector<Finding> open_findings_;
   std::optional<NodeSnapshot> last_snapshot_;  // what a partial step reuses
+  std::optional<NodeSnapshot> replay_;         // a replay engine's input (Replay)
   // What partial steps' discovery reuses (sources/netns/discovery.h, kept out of this header).
   std::unique_ptr<DiscoveryCache> discovery_cache_;
   bool last_usable_ = false;
