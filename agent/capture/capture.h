@@ -60,4 +60,12 @@ Result<std::string> Encode(Capture capture);
 // this one reads 1)", "larger than 512 MiB decoded". Never throws, never crashes on any input.
 Result<Capture> Decode(std::string_view bytes);
 
+// The same with another bound on the decoded size than kMaxDecodedBytes (tests build a bomb over
+// a small bound instead of allocating 512 MiB).
+Result<Capture> Decode(std::string_view bytes, size_t max_decoded_bytes);
+
+// The manifest's `contents` lines Encode writes for `capture`: one per part the data holds
+// ("250 network namespaces (rules per backend, routes, listeners)", "CRI: 40 sandboxes").
+std::vector<std::string> DescribeContents(const Capture& capture);
+
 }  // namespace ad::capture

@@ -50,6 +50,8 @@ std::string_view SourceKindName(SourceKind kind) {
       return "nft-probe";
     case SourceKind::kKubeApi:
       return "kube-api";
+    case SourceKind::kCapture:
+      return "capture";
     case SourceKind::kLab:
       return "lab";
   }

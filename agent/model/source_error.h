@@ -34,6 +34,7 @@ enum class SourceKind : uint8_t {
   kCniConfig,          // "cni-config": the CNI config directory (/etc/cni/net.d) and its files
   kNftProbe,           // "nft-probe": the host's nft userspace (version, JSON support, probe)
   kKubeApi,            // "kube-api": the Kubernetes API source (list + watch)
+  kCapture,            // "capture": a capture file (reading or writing it)
   kLab,                // "lab": test and bench tooling (tests/sim, bench), never the agent
 };
 std::string_view SourceKindName(SourceKind kind);
