@@ -31,12 +31,12 @@
 
 #include "ambientdoctor/v1/ambient_doctor.grpc.pb.h"
 #include "analysis/analysis.h"
-#include "capture/capture.h"
 #include "api/health_service.h"
 #include "api/kube_proto.h"
 #include "api/report_proto.h"
 #include "base/thread_name.h"
 #include "base/unique_fd.h"
+#include "capture/capture.h"
 #include "model/host_port.h"
 #include "report/report_policy.h"
 

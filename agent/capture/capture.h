@@ -1,6 +1,6 @@
 // A node capture: everything the analysis consumed on one node at one moment, as plain data, so
 // that the same engine can judge it again anywhere (report --from FILE). The capture is an input
-// source peer of the live kernel sources (see engine/capture_source.h), not a second code path.
+// source peer of the live kernel sources (Engine::Replay, engine/engine.h), not a second code path.
 //
 // On disk: a gzip stream (RFC 1952) of one protobuf message ambientdoctor.v1.Capture
 // (proto/ambientdoctor/v1/capture.proto). The manifest names the format and its version first,

@@ -14,6 +14,7 @@
 #include "capture/capture.h"
 #include "capture/capture_proto.h"
 #include "capture/gzip.h"
+#include "capture/redact_ips.h"
 
 namespace ad::capture {
 namespace {
@@ -165,6 +166,7 @@ Result<std::string> Encode(Capture capture) {
   manifest.contents = DescribeContents(capture);
   pb::Capture message;
   PutCapture(capture, &message);
+  if (manifest.ips_redacted) RedactIps(message, {});
   if (message.ByteSizeLong() > std::min(kMaxDecodedBytes, static_cast<size_t>(INT_MAX))) {
     return CaptureError("too large to write (over " + SizeText(kMaxDecodedBytes) + " decoded)");
   }

@@ -9,9 +9,9 @@
 #include <cctype>
 #include <cstdint>
 #include <cstdio>
-#include <vector>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "model/istio_facts.h"
 

@@ -72,15 +72,15 @@ std::vector<std::string> ReplayableScanFlags(const std::vector<std::string>& lay
   ScanConfig scratch;
   FlagSet report("report", "", "");
   AddScanFlags(report, scratch);
-  static const std::set<std::string> kNotReplayed = {"-o",    "--output",     "--log-level",
-                                                     "--config", "--lab",     "--lab-prefix",
-                                                     "--color"};
+  static const std::set<std::string> kNotReplayed = {
+      "-o", "--output", "--log-level", "--config", "--lab", "--lab-prefix", "--color"};
   std::vector<std::string> kept;
   for (size_t i = 0; i < layered_args.size(); ++i) {
     const std::string& arg = layered_args[i];
     const std::string name = arg.substr(0, arg.find('='));
     const std::optional<bool> takes_value = report.TakesValue(name);
-    const bool has_value = takes_value.value_or(false) && name == arg && i + 1 < layered_args.size();
+    const bool has_value =
+        takes_value.value_or(false) && name == arg && i + 1 < layered_args.size();
     if (takes_value && !kNotReplayed.contains(name)) {
       kept.push_back(arg);
       if (has_value) kept.push_back(layered_args[i + 1]);

@@ -136,7 +136,8 @@ struct DaemonChoice {
 };
 
 // The origin of a result: a local scan (why not the daemon), or the capture it replays.
-void SetLocalOrigin(const ScanConfig& scan, const DaemonChoice& daemon, ::ambientdoctor::v1::ReportOrigin& origin);
+void SetLocalOrigin(const ScanConfig& scan, const DaemonChoice& daemon,
+                    ::ambientdoctor::v1::ReportOrigin& origin);
 // Says why the command works without the daemon (a warning when a socket was there but failed).
 void LogFallback(const DaemonChoice& choice, const std::string& what);
 // `scoped`: the command scans a node (report, watch); rules reads one netns by path. Scope flags

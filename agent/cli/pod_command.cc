@@ -36,10 +36,10 @@ int LocalPod(ScanConfig& scan, const PodQuery& query, const DaemonChoice& daemon
                                           query.namespace_name, query.name);
   if (pod.location() == "unknown" && !local.kube) {
     // A capture holds its node's pods only: nothing can be asked about the others.
-    api::FillPodLocation(false, false, "",
-                         "not among the pods of node " + step.snapshot.node_name +
-                             " in this capture",
-                         step.snapshot.node_name, pod);
+    api::FillPodLocation(
+        false, false, "",
+        "not among the pods of node " + step.snapshot.node_name + " in this capture",
+        step.snapshot.node_name, pod);
   } else if (pod.location() == "unknown") {
     const PodLocation where = local.kube->Locate(query.namespace_name, query.name);
     const std::string node =

@@ -106,12 +106,12 @@ int RunReportCommand(const std::vector<std::string>& args, const std::string* po
     return kExitScanFailed;
   }
   // A daemon's capture carries first-seen times: its findings' ages are as the daemon had them.
-  const bool aged = config.scan.layers.capture && config.scan.layers.capture->manifest.origin == "daemon";
-  pb::Report report =
-      api::BuildReport(step.snapshot, step.analysis,
-                       aged ? api::ReportHistory{.finding_records = &step.finding_records}
-                            : api::ReportHistory{},
-                       step.desired.get());
+  const bool aged =
+      config.scan.layers.capture && config.scan.layers.capture->manifest.origin == "daemon";
+  pb::Report report = api::BuildReport(
+      step.snapshot, step.analysis,
+      aged ? api::ReportHistory{.finding_records = &step.finding_records} : api::ReportHistory{},
+      step.desired.get());
   SetLocalOrigin(config.scan, daemon, *report.mutable_origin());
   return PrintReport(report, config);
 }

@@ -38,8 +38,8 @@ void WriteFile(const std::string& path, const std::string& bytes) {
 
 // Runs ambient-doctor as nobody (setpriv), so a replay proves it needs no privilege.
 lab::CommandOutput RunDoctorAsNobody(const Strings& args) {
-  Strings command = {"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
-                     "--inh-caps=-all", DoctorBinary()};
+  Strings command = {"setpriv",        "--reuid=65534",   "--regid=65534",
+                     "--clear-groups", "--inh-caps=-all", DoctorBinary()};
   command.insert(command.end(), args.begin(), args.end());
   Result<lab::CommandOutput> out = lab::RunCommand({command, "", ""});
   if (!out.ok()) return lab::CommandOutput{-1, "", out.error().message};
@@ -47,8 +47,8 @@ lab::CommandOutput RunDoctorAsNobody(const Strings& args) {
 }
 
 // What must match between a live report and its capture's replay, one tuple per finding.
-std::multiset<std::tuple<std::string, std::string, uint64_t, std::string, std::string>>
-FindingKeys(const pb::Report& report) {
+std::multiset<std::tuple<std::string, std::string, uint64_t, std::string, std::string>> FindingKeys(
+    const pb::Report& report) {
   std::multiset<std::tuple<std::string, std::string, uint64_t, std::string, std::string>> keys;
   for (const pb::Finding& f : report.findings()) {
     keys.emplace(f.code(), f.subject(), f.netns().inode(), f.severity(), f.summary());
@@ -104,7 +104,8 @@ TEST_F(CaptureTest, ReplayFindsWhatTheLiveReportFound) {
   ASSERT_TRUE(live) << live_.out << live_.err;
   ASSERT_FALSE(FindingsWithCode(*live, "POD_NOT_ENROLLED").empty()) << DumpFindings(*live);
   ASSERT_FALSE(FindingsWithCode(*live, "INCOMPLETE_RULESET").empty()) << DumpFindings(*live);
-  const lab::CommandOutput out = RunDoctorAsNobody({"report", "--from", capture_file_, "-o", "json"});
+  const lab::CommandOutput out =
+      RunDoctorAsNobody({"report", "--from", capture_file_, "-o", "json"});
   const std::optional<pb::Report> replay = ParseReportJson(out.out);
   ASSERT_TRUE(replay) << out.out << out.err;
   EXPECT_EQ(out.exit_code, live_.exit_code) << out.err;
@@ -236,8 +237,8 @@ TEST_F(CaptureTest, FromRefusesLabAndConfigFlags) {
 // its netns by IP and finds the same codes in the same netns.
 TEST_F(CaptureTest, RedactedIpsJudgeTheSame) {
   const std::string file = dir_->path() + "/redacted.capture";
-  const lab::CommandOutput taken = RunDoctor(
-      {"capture", "--lab-prefix", lab_->node().prefix, "--redact-ips", "-o", file});
+  const lab::CommandOutput taken =
+      RunDoctor({"capture", "--lab-prefix", lab_->node().prefix, "--redact-ips", "-o", file});
   ASSERT_EQ(taken.exit_code, 0) << taken.out << taken.err;
   Result<lab::CommandOutput> text = lab::RunCommand({{"gzip", "-dc", file}, "", ""});
   ASSERT_TRUE(text.ok()) << text.error().message;

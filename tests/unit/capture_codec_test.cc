@@ -333,8 +333,7 @@ Capture RichCapture() {
                       .node_name = "node-a",
                       .taken_at_unix_ms = 1787392830000,
                       .origin = "daemon",
-                      .agent_flags = {"--cni-conf-dir", "auto"},
-                      .ips_redacted = true};
+                      .agent_flags = {"--cni-conf-dir", "auto"}};
   NodeSnapshot& s = capture.snapshot;
   s.node_name = "node-a";
   s.taken_at_unix_ms = 1787392830000;
@@ -670,6 +669,7 @@ void CollectSetFields(const Message& message, std::set<const FieldDescriptor*>& 
 
 TEST(CaptureCodecTest, RichCaptureSetsEveryProtoField) {
   Capture capture = RichCapture();
+  capture.manifest.ips_redacted = true;  // a flag here: PutCapture itself redacts nothing
   capture.manifest.contents = DescribeContents(capture);
   pb::Capture message;
   PutCapture(capture, &message);
@@ -682,6 +682,33 @@ TEST(CaptureCodecTest, RichCaptureSetsEveryProtoField) {
       EXPECT_TRUE(set.contains(type->field(i))) << type->field(i)->full_name() << " never set";
     }
   }
+}
+
+// --redact-ips: Encode maps the addresses (capture/redact_ips.h); the decoded capture says so and
+// holds the stand-ins wherever the originals were.
+TEST(CaptureCodecTest, RedactedCaptureHoldsStandIns) {
+  Capture capture = RichCapture();
+  capture.manifest.ips_redacted = true;
+  Result<std::string> bytes = Encode(capture);
+  ASSERT_TRUE(bytes.ok()) << bytes.error().message;
+  Result<Capture> decoded = Decode(*bytes);
+  ASSERT_TRUE(decoded.ok()) << decoded.error().message;
+  EXPECT_TRUE(decoded->manifest.ips_redacted);
+  bool checked = false;
+  for (size_t n = 0; n < capture.snapshot.netns.size(); ++n) {
+    const auto& before = capture.snapshot.netns[n].routing.addresses;
+    const auto& after = decoded->snapshot.netns[n].routing.addresses;
+    ASSERT_EQ(before.size(), after.size());
+    for (size_t i = 0; i < before.size(); ++i) {
+      if (!before[i].global_scope) continue;
+      EXPECT_NE(after[i].address, before[i].address);
+      EXPECT_TRUE(after[i].address.starts_with("198.18.") ||
+                  after[i].address.starts_with("2001:db8:"))
+          << after[i].address;
+      checked = true;
+    }
+  }
+  EXPECT_TRUE(checked) << "the rich capture has global addresses";
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -23,10 +23,10 @@ TEST(IpRedactor, SameAddressSameStandInEverywhere) {
 TEST(IpRedactor, LeavesWhatIsNotAPodsAddress) {
   IpRedactor r({"192.0.2.9"});
   for (const std::string text :
-       {"127.0.0.1/32", "::1", "0.0.0.0", "169.254.7.127", "fd16:9254:7127:1337:ffff:ffff:ffff:ffff",
-        "fe80::1%eth0", "224.0.0.1", "10.244.0.0/16", "fd00::/64", "192.0.2.9", "1.0.6",
-        "12:34:56", "aa:bb:cc:dd:ee:ff", "deadbeef", "x10.1.2.3", "10.1.2", "10.1.2.300",
-        "mark 0x539/0xfff", "ports 15001-15008"}) {
+       {"127.0.0.1/32", "::1", "0.0.0.0", "169.254.7.127",
+        "fd16:9254:7127:1337:ffff:ffff:ffff:ffff", "fe80::1%eth0", "224.0.0.1", "10.244.0.0/16",
+        "fd00::/64", "192.0.2.9", "1.0.6", "12:34:56", "aa:bb:cc:dd:ee:ff", "deadbeef", "x10.1.2.3",
+        "10.1.2", "10.1.2.300", "mark 0x539/0xfff", "ports 15001-15008"}) {
     EXPECT_EQ(r.Redact(text), text);
   }
   EXPECT_EQ(r.replaced(), 0u);
