@@ -220,7 +220,8 @@ std::optional<AnswerFailure> ReadAnswer(const ProcessOutput& output,
     return AnswerFailure{
         kExecFailed, "exit " + std::to_string(output.exit_code) + ": " + KubectlFailure(output)};
   }
-  std::string why = !parsed.ok() ? "not JSON (" + std::string(parsed.message()) + ")"
+  // protobuf's parse error quotes the input over several lines: its first line is enough.
+  std::string why = !parsed.ok() ? "not JSON (" + FirstLine(std::string(parsed.message())) + ")"
                                  : "schema \"" + schema + "\", not " + schema_prefix + "*";
   const std::string start = FirstLine(output.out);
   if (output.truncated) why += ", output too large";
