@@ -158,6 +158,15 @@ Result<NodeTarget> FindAgentOnNode(Kubectl& kubectl, const PluginOptions& option
   return TargetFor(node, *pods);
 }
 
+std::vector<std::string> AgentCommand(const PluginOptions& options,
+                                      const std::vector<std::string>& words) {
+  std::vector<std::string> command = {"ambient-doctor"};
+  command.insert(command.end(), words.begin(), words.end());
+  if (!options.agent_config.empty())
+    command.insert(command.end(), {"--config", options.agent_config});
+  return command;
+}
+
 std::vector<std::string> ExecArgs(const PluginOptions& options, const AgentPod& agent,
                                   const std::vector<std::string>& command) {
   std::vector<std::string> args = {

@@ -26,6 +26,10 @@ struct PluginOptions {
   std::string agent_namespace = "istio-system";
   std::string selector = "app=ambient-doctor";  // the DaemonSet's pod label (deploy/base)
   std::string container = "ambient-doctor";
+  // The agent's flags file in its container (deploy/base's ConfigMap), given to the command run
+  // there as --config so that it scans as the daemon does when the daemon does not answer; ""
+  // gives none.
+  std::string agent_config = "/etc/ambient-doctor/agent.flags";
   std::string context;  // for the JSON document only; kubectl gets it from KubectlOptions
   int concurrency = 10;
   std::chrono::milliseconds timeout{30000};  // per kubectl call
@@ -73,6 +77,10 @@ std::vector<NodeAnswer> ExecOnAgents(Kubectl& kubectl, const PluginOptions& opti
                                      const std::vector<NodeTarget>& targets,
                                      const std::vector<std::string>& command,
                                      const std::function<void(size_t, size_t)>& progress = {});
+
+// `ambient-doctor WORDS... [--config AGENT_CONFIG]`: what runs in the agent container.
+std::vector<std::string> AgentCommand(const PluginOptions& options,
+                                      const std::vector<std::string>& words);
 
 // `kubectl exec` argv words for one agent pod.
 std::vector<std::string> ExecArgs(const PluginOptions& options, const AgentPod& agent,

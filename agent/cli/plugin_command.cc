@@ -80,6 +80,12 @@ void AddPluginFlags(FlagSet& flags, PluginConfig& config) {
              .value_name = "NAME",
              .help = "The agent container of those pods (kubectl exec -c)."},
             &config.cluster.container);
+  flags.Add({.name = "agent-config",
+             .value_name = "PATH",
+             .help = "The agent's flags file inside its container, passed as --config to the "
+                     "command run there (it asks the agent's daemon, and scans as the daemon does "
+                     "when that does not answer); \"\" passes none."},
+            &config.cluster.agent_config);
   flags.Add({.name = "concurrency", .value_name = "N", .help = "Nodes asked at once."},
             &config.cluster.concurrency);
   flags.Add({.name = "timeout",
@@ -175,7 +181,7 @@ int RunStatus(const std::vector<std::string>& args) {
   {
     ProgressLine progress;
     answers = ExecOnAgents(*kubectl, config.cluster, directory->nodes,
-                           {"ambient-doctor", "report", "-o", "json"},
+                           AgentCommand(config.cluster, {"report", "-o", "json"}),
                            [&](size_t done, size_t total) { progress.Update(done, total); });
   }
   const pb::ClusterStatus status =
@@ -267,10 +273,10 @@ int RunExplainPod(const std::string& pod, const std::vector<std::string>& args) 
                  placement->node.c_str(), target->failure_message.c_str());
     return kExitScanFailed;
   }
-  const ProcessOutput out =
-      kubectl->Run(ExecArgs(config.cluster, *target->agent,
-                            {"ambient-doctor", "explain", "pod", pod_name, "-o", "json"}),
-                   config.cluster.timeout);
+  const ProcessOutput out = kubectl->Run(
+      ExecArgs(config.cluster, *target->agent,
+               AgentCommand(config.cluster, {"explain", "pod", pod_name, "-o", "json"})),
+      config.cluster.timeout);
   pb::PodReport story;
   if (const auto failure = ReadAnswer(out, "ambient-doctor.pod/", story)) {
     std::fprintf(stderr, "kubectl ambient-doctor: node %s (agent pod %s/%s): %s: %s\n",

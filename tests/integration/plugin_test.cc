@@ -134,7 +134,8 @@ class Plugin : public ::testing::Test {
       const std::string node = i == 0 ? "node-a" : "node-b";
       const auto mode = modes.count(node) ? modes.at(node) : "serve";
       nodes += (nodes.empty() ? "" : ",") + JsonString(node) + ":{\"mode\":" + JsonString(mode) +
-               ",\"socket\":" + JsonString(serves_[i]->socket()) + "}";
+               ",\"socket\":" + JsonString(serves_[i]->socket()) +
+               ",\"flags\":" + JsonString(lab::LabAgentFlagsPath(labs_[i]->node().prefix)) + "}";
     }
     std::ofstream(dir_->path() + "/sim.json")
         << "{\"doctor\":" << JsonString(DoctorBinary())
@@ -185,8 +186,10 @@ TEST_F(Plugin, EveryNodeHealthy) {
   EXPECT_EQ(Row(*status, "node-a")->agent_pod(), "istio-system/ad-a");
   EXPECT_EQ(status->totals().reported(), 2u);
   // Every kubectl call got the context.
-  EXPECT_NE(CallsLog().find(R"(["--context", "sim", "exec", "-n", "istio-system", "ad-b", "-c", )"
-                            R"("ambient-doctor", "--", "ambient-doctor", "report", "-o", "json"])"),
+  EXPECT_NE(CallsLog().find(
+                R"(["--context", "sim", "exec", "-n", "istio-system", "ad-b", "-c", )"
+                R"("ambient-doctor", "--", "ambient-doctor", "report", "-o", "json", "--config", )"
+                R"("/etc/ambient-doctor/agent.flags"])"),
             std::string::npos)
       << CallsLog();
   // A context kubectl does not know: kubectl's error, exit 2.
@@ -240,7 +243,7 @@ TEST_F(Plugin, FindingsAndExplainPodOnItsNode) {
   EXPECT_EQ(pod->verdict_code(), "not_in_mesh") << pod->verdict();
   EXPECT_EQ(pod->origin().source(), "daemon");
   EXPECT_NE(CallsLog().find(R"("ad-b", "-c", "ambient-doctor", "--", "ambient-doctor", )"
-                            R"("explain", "pod", "quiet/b-plain", "-o", "json"])"),
+                            R"("explain", "pod", "quiet/b-plain", "-o", "json", "--config", )"),
             std::string::npos)
       << CallsLog();
   // The table form, NAMESPACE/NAME, on node-a.
@@ -321,6 +324,10 @@ TEST_F(Plugin, UsageErrorsAndCapture) {
   EXPECT_EQ(Run({"explain", "pod", "a/b/c"}).exit_code, 2);
   EXPECT_EQ(Run({"status", "--concurrency", "0"}).exit_code, 2);
   EXPECT_EQ(Run({"status", "--timeout", "soon"}).exit_code, 2);
+  Answer no_kubectl = Run({"status", "--kubectl", "/nonexistent/kubectl"});
+  EXPECT_EQ(no_kubectl.exit_code, 2);
+  EXPECT_NE(no_kubectl.err.find("cannot run kubectl: /nonexistent/kubectl"), std::string::npos)
+      << no_kubectl.all();
   Answer capture = Run({"capture", "-o", "/tmp/x"});
   EXPECT_EQ(capture.exit_code, 2);
   EXPECT_NE(capture.err.find("not available"), std::string::npos) << capture.all();

@@ -14,8 +14,10 @@ $KUBECONFIG: server, certificate-authority, tokenFile, contexts):
 `exec` looks the pod up, takes its spec.nodeName and does what $AD_KUBECTL_SIM (a JSON file,
 re-read on every call) says for that node:
   {"doctor": "/path/to/ambient-doctor", "log": "/path/calls.log",
-   "nodes": {"node-a": {"mode": "serve", "socket": "/path/api.sock"}, "node-b": {"mode": "hang"}}}
-modes: serve (default): execs `doctor ARGS --api-socket SOCKET`, or fails as kubectl does when the
+   "nodes": {"node-a": {"mode": "serve", "socket": "/path/api.sock", "flags": "/path/a.flags"},
+             "node-b": {"mode": "hang"}}}
+modes: serve (default): execs `doctor ARGS --api-socket SOCKET` (a `--config FILE` in ARGS, the
+agent container's flags file, becomes the node's "flags"), or fails as kubectl does when the
 agent container is gone if nothing accepts on the socket; hang: never answers; garbage: prints a
 proxy's HTML page; refuse: fails as kubectl does without the pods/exec permission.
 Every call is appended to "log" as one JSON array of its arguments.
@@ -191,8 +193,13 @@ def run_exec(api, args, sim):
         fail('error: unable to upgrade connection: container not found ("%s")' % container)
     if command[:1] != ["ambient-doctor"]:
         fail("kubectl-sim: exec only runs ambient-doctor, not %s" % command[:1], 126)
+    # The agent container's flags file (--config /etc/ambient-doctor/agent.flags) is the lab
+    # node's own agent flags here.
+    arguments = command[1:]
+    if "--config" in arguments and behaviour.get("flags"):
+        arguments[arguments.index("--config") + 1] = behaviour["flags"]
     doctor = sim["doctor"]
-    os.execv(doctor, [doctor] + command[1:] + ["--api-socket", socket_path])
+    os.execv(doctor, [doctor] + arguments + ["--api-socket", socket_path])
 
 
 def main():
