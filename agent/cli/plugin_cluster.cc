@@ -26,12 +26,10 @@ std::string Seconds(std::chrono::milliseconds timeout) {
 // kubectl's own failure in one line: its first stderr line, else how it ended.
 std::string KubectlFailure(const ProcessOutput& out) {
   if (!out.spawn_error.empty()) return "cannot run kubectl: " + out.spawn_error;
-  std::string line = KubectlMessage(out.err);
-  if (line.empty()) {
-    line = out.signal != 0 ? "killed by signal " + std::to_string(out.signal)
-                           : "exit " + std::to_string(out.exit_code) + ", no message";
-  }
-  return line;
+  const std::string how = out.signal != 0 ? "killed by signal " + std::to_string(out.signal)
+                                          : "exit " + std::to_string(out.exit_code);
+  const std::string line = KubectlMessage(out.err);
+  return line.empty() ? how + ", no message" : how + ": " + line;
 }
 
 // Which of a node's agent pods to ask: a running one not being deleted, the newest.
@@ -225,10 +223,7 @@ std::optional<AnswerFailure> ReadAnswer(const ProcessOutput& output,
     if (field != nullptr) schema = document.GetReflection()->GetString(document, field);
     if (schema.starts_with(schema_prefix)) return std::nullopt;
   }
-  if (output.exit_code != 0) {
-    return AnswerFailure{
-        kExecFailed, "exit " + std::to_string(output.exit_code) + ": " + KubectlFailure(output)};
-  }
+  if (output.exit_code != 0) return AnswerFailure{kExecFailed, KubectlFailure(output)};
   // protobuf's parse error quotes the input over several lines: its first line is enough.
   std::string why = !parsed.ok() ? "not JSON (" + FirstLine(std::string(parsed.message())) + ")"
                                  : "schema \"" + schema + "\", not " + schema_prefix + "*";

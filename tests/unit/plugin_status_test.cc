@@ -5,13 +5,17 @@
 
 #include <atomic>
 #include <chrono>
+#include <csignal>
+#include <fstream>
 #include <map>
 #include <mutex>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "api/report_proto.h"
+#include "base/agent_version.h"
 #include "cli/plugin_cluster.h"
 #include "cli/plugin_kubectl.h"
 
@@ -204,6 +208,24 @@ TEST(PluginCluster, ReadAnswerJudgesEachKindOfFailure) {
   EXPECT_NE(failure->message.find("error dialing backend"), std::string::npos);
   EXPECT_EQ(failure->message.find("more"), std::string::npos);
 
+  // client-go's klog lines and kubectl exec's own exit line are skipped for the real message.
+  failure = ReadAnswer(Answer("", 1,
+                              "E1204 03:31:11.799645   17924 memcache.go:265] \"Unhandled Error\"\n"
+                              "The connection to the server localhost:8080 was refused\n"),
+                       "ambient-doctor.report/", report);
+  ASSERT_TRUE(failure);
+  EXPECT_EQ(failure->message, "exit 1: The connection to the server localhost:8080 was refused");
+  failure = ReadAnswer(
+      Answer("", 2, "ambient-doctor: scan could not run\ncommand terminated with exit code 2\n"),
+      "ambient-doctor.report/", report);
+  ASSERT_TRUE(failure);
+  EXPECT_EQ(failure->message, "exit 2: ambient-doctor: scan could not run");
+  ProcessOutput killed;
+  killed.signal = SIGSEGV;
+  failure = ReadAnswer(killed, "ambient-doctor.report/", report);
+  ASSERT_TRUE(failure);
+  EXPECT_EQ(failure->message, "killed by signal 11, no message");
+
   ProcessOutput hung;
   hung.timed_out = true;
   failure = ReadAnswer(hung, "ambient-doctor.report/", report);
@@ -317,6 +339,26 @@ TEST(RunProcess, OutputExitCodeAndDeadline) {
   EXPECT_TRUE(out.truncated);
   EXPECT_EQ(out.out.size(), 1000u);
   EXPECT_EQ(out.exit_code, 0);
+}
+
+// The krew manifest installs this release: its version and archive URLs follow CMake's.
+TEST(KrewManifest, FollowsTheProjectVersion) {
+  std::ifstream in(std::string(AD_SOURCE_DIR) + "/deploy/krew/ambient-doctor.yaml");
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string manifest = text.str();
+  const std::string version = std::string("v") + AgentVersion();
+  EXPECT_NE(manifest.find("\n  version: " + version + "\n"), std::string::npos) << manifest;
+  size_t uris = 0;
+  for (size_t at = manifest.find("uri: "); at != std::string::npos;
+       at = manifest.find("uri: ", at + 1)) {
+    ++uris;
+    const std::string uri = manifest.substr(at, manifest.find('\n', at) - at);
+    EXPECT_NE(uri.find("/" + version + "/ambient-doctor-" + version + "-linux-"), std::string::npos)
+        << uri;
+  }
+  EXPECT_EQ(uris, 2u);  // linux/amd64 and linux/arm64
+  EXPECT_NE(manifest.find("bin: ambient-doctor"), std::string::npos);
 }
 
 }  // namespace
