@@ -117,7 +117,10 @@ Result<AgentDirectory> FindAgents(Kubectl& kubectl, const PluginOptions& options
   if (!pods.ok()) return pods.error();
   AgentDirectory directory;
   std::vector<std::string> names;
-  const ProcessOutput nodes = kubectl.Run({"get", "nodes", "-o", "json"}, options.timeout);
+  std::vector<std::string> list_nodes = {"get", "nodes", "-o", "json"};
+  if (!options.node_selector.empty())
+    list_nodes.insert(list_nodes.end(), {"-l", options.node_selector});
+  const ProcessOutput nodes = kubectl.Run(list_nodes, options.timeout);
   Result<std::vector<std::string>> node_names =
       nodes.exit_code == 0 && !nodes.timed_out
           ? ParseNodeNames(nodes.out)

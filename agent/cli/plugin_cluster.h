@@ -26,6 +26,8 @@ struct PluginOptions {
   std::string agent_namespace = "istio-system";
   std::string selector = "app=ambient-doctor";  // the DaemonSet's pod label (deploy/base)
   std::string container = "ambient-doctor";
+  // The nodes that should run an agent: the DaemonSet's nodeSelector (deploy/base).
+  std::string node_selector = "kubernetes.io/os=linux";
   // The agent's flags file in its container (deploy/base's ConfigMap), given to the command run
   // there as --config so that it scans as the daemon does when the daemon does not answer; ""
   // gives none.
@@ -55,9 +57,9 @@ struct AgentDirectory {
   std::string nodes_note;         // why nodes without an agent pod may be missing
 };
 
-// Lists the agent pods (`get pods -n NS -l SELECTOR -o json`) and the nodes (`get nodes -o
-// json`; a refusal leaves only the agents' nodes, with a note). An error when the agent pods
-// cannot be listed.
+// Lists the agent pods (`get pods -n NS -l SELECTOR -o json`) and the nodes meant to run one
+// (`get nodes -l NODE_SELECTOR -o json`; a refusal leaves only the agents' nodes, with a note). An
+// error when the agent pods cannot be listed.
 Result<AgentDirectory> FindAgents(Kubectl& kubectl, const PluginOptions& options);
 
 // The agent pod on one node (`--field-selector spec.nodeName=NODE`), as a target.

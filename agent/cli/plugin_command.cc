@@ -6,6 +6,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -80,6 +81,11 @@ void AddPluginFlags(FlagSet& flags, PluginConfig& config) {
              .value_name = "NAME",
              .help = "The agent container of those pods (kubectl exec -c)."},
             &config.cluster.container);
+  flags.Add({.name = "node-selector",
+             .value_name = "LABELS",
+             .help = "The nodes that should run an agent (the DaemonSet's nodeSelector); a node "
+                     "among them without an agent pod is a failed row. \"\" lists every node."},
+            &config.cluster.node_selector);
   flags.Add({.name = "agent-config",
              .value_name = "PATH",
              .help = "The agent's flags file inside its container, passed as --config to the "
@@ -170,16 +176,21 @@ int RunStatus(const std::vector<std::string>& args) {
     std::fprintf(stderr, "kubectl ambient-doctor: %s\n", directory.error().message.c_str());
     return kExitScanFailed;
   }
-  if (directory->nodes.empty()) {
+  const std::vector<NodeTarget>& nodes = directory->nodes;
+  const auto asked = static_cast<size_t>(std::count_if(
+      nodes.begin(), nodes.end(), [](const NodeTarget& t) { return t.failure.empty(); }));
+  if (std::none_of(nodes.begin(), nodes.end(),
+                   [](const NodeTarget& t) { return t.agent.has_value(); })) {
     std::fprintf(stderr,
                  "kubectl ambient-doctor: no agent pods in namespace %s with labels %s (is "
                  "ambient-doctor deployed? see --agent-namespace and --selector)\n",
                  config.cluster.agent_namespace.c_str(), config.cluster.selector.c_str());
-    return kExitScanFailed;
+    if (nodes.empty()) return kExitScanFailed;
   }
   std::vector<NodeAnswer> answers;
   {
     ProgressLine progress;
+    progress.Update(0, asked);
     answers = ExecOnAgents(*kubectl, config.cluster, directory->nodes,
                            AgentCommand(config.cluster, {"report", "-o", "json"}),
                            [&](size_t done, size_t total) { progress.Update(done, total); });

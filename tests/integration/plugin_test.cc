@@ -37,6 +37,15 @@ std::string AgentPodJson(const std::string& name, const std::string& node) {
          R"("ambient-doctor","ready":true,"state":{"running":{"startedAt":"2026-01-01T00:00:00Z"}}}]}})";
 }
 
+// A node as the API serves it, labelled with its OS as the kubelet does.
+std::string NodeWithOs(const std::string& name, const std::string& os = "linux") {
+  return R"({"metadata":{"name":")" + name + R"(","labels":{"kubernetes.io/os":")" + os + "\"}}}";
+}
+
+void UpsertNode(KubeSim& sim, const std::string& name, const std::string& os = "linux") {
+  sim.Upsert(kube_sim::Resource::kNodes, name, NodeWithOs(name, os));
+}
+
 struct Answer {
   int exit_code = -1;
   std::string out;
@@ -88,7 +97,7 @@ class Plugin : public ::testing::Test {
     sim_->UpsertPod(lab_pod(1, 1, "quiet", "b-plain", "node-b"));
     sim_->UpsertPod({.ns = "shop", .name = "d-0", .node = "node-d", .ips = {"10.99.0.4"}});
     for (const char* node : {"node-a", "node-b"}) {
-      sim_->UpsertNode(node, false);
+      UpsertNode(*sim_, node);
       sim_->Upsert(kube_sim::Resource::kPods, std::string("istio-system/ad-") + node[5],
                    AgentPodJson(std::string("ad-") + node[5], node));
     }
@@ -259,8 +268,9 @@ TEST_F(Plugin, FindingsAndExplainPodOnItsNode) {
 }
 
 TEST_F(Plugin, AgentDownAndNodeWithoutAgentArePartialResults) {
-  sim_->UpsertNode("node-c", false);
-  sim_->UpsertNode("node-d", false);
+  UpsertNode(*sim_, "node-c");
+  UpsertNode(*sim_, "node-d");
+  UpsertNode(*sim_, "node-w", "windows");  // no agent by design: not listed
   sim_->Upsert(kube_sim::Resource::kPods, "istio-system/ad-c", AgentPodJson("ad-c", "node-c"));
   Answer table = Run({"status"});
   EXPECT_EQ(table.exit_code, 2) << table.all();
@@ -286,6 +296,7 @@ TEST_F(Plugin, AgentDownAndNodeWithoutAgentArePartialResults) {
   sim_->server().Delete(kube_sim::Resource::kPods, "istio-system", "ad-c");
   sim_->server().Delete(kube_sim::Resource::kNodes, "", "node-c");
   sim_->server().Delete(kube_sim::Resource::kNodes, "", "node-d");
+  sim_->server().Delete(kube_sim::Resource::kNodes, "", "node-w");
 }
 
 TEST_F(Plugin, HungExecTimesOutAndTheOthersAreReported) {

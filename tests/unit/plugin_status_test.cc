@@ -120,7 +120,7 @@ class FakeKubectl : public Kubectl {
 };
 
 constexpr char kListAgents[] = "get pods -n istio-system -l app=ambient-doctor -o json";
-constexpr char kListNodes[] = "get nodes -o json";
+constexpr char kListNodes[] = "get nodes -o json -l kubernetes.io/os=linux";
 
 TEST(PluginKubectl, ReadsAgentPodsAndImageTags) {
   auto pods = ParseAgentPods(
