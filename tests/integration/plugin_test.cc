@@ -329,6 +329,28 @@ TEST_F(Plugin, GarbageAndRefusedExecs) {
   EXPECT_NE(story.err.find("not_a_report"), std::string::npos) << story.all();
 }
 
+TEST_F(Plugin, AgentWhoseDaemonDoesNotAnswerScansWithItsFlags) {
+  SetModes({{"node-a", "local"}});
+  Answer json = Run({"status", "-o", "json", "--kubeconfig", sim_->kubeconfig()});
+  EXPECT_EQ(json.exit_code, 0) << json.all();
+  const std::optional<pb::ClusterStatus> status = ParseStatus(json.out);
+  ASSERT_TRUE(status) << json.all();
+  const pb::NodeStatus* a = Row(*status, "node-a");
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(a->state(), "reported") << a->failure_message();
+  EXPECT_EQ(a->report_source(), "local");
+  EXPECT_NE(a->fallback_reason().find("no-daemon.sock"), std::string::npos) << a->fallback_reason();
+  EXPECT_EQ(a->pods_ambient(), 1u);  // the lab node, scanned with its own flags
+  EXPECT_EQ(Row(*status, "node-b")->report_source(), "daemon");
+  EXPECT_NE(
+      CallsLog().find(R"(["--kubeconfig", )" + JsonString(sim_->kubeconfig()) + R"(, "exec", )"),
+      std::string::npos)
+      << CallsLog();
+  Answer table = Run({"status"});
+  EXPECT_NE(table.out.find("note: node-a: the agent's daemon did not answer"), std::string::npos)
+      << table.all();
+}
+
 TEST_F(Plugin, UsageErrorsAndCapture) {
   EXPECT_EQ(Run({}).exit_code, 2);
   EXPECT_EQ(Run({"explain", "pod"}).exit_code, 2);

@@ -19,7 +19,9 @@ re-read on every call) says for that node:
 modes: serve (default): execs `doctor ARGS --api-socket SOCKET` (a `--config FILE` in ARGS, the
 agent container's flags file, becomes the node's "flags"), or fails as kubectl does when the
 agent container is gone if nothing accepts on the socket; hang: never answers; garbage: prints a
-proxy's HTML page; refuse: fails as kubectl does without the pods/exec permission.
+proxy's HTML page; refuse: fails as kubectl does without the pods/exec permission; local: as
+serve, but with a socket nothing listens on (the agent's daemon does not answer: the command scans
+the node itself with the node's "flags").
 Every call is appended to "log" as one JSON array of its arguments.
 """
 import json
@@ -189,7 +191,9 @@ def run_exec(api, args, sim):
         fail('Error from server (Forbidden): pods "%s" is forbidden: User "dev" cannot create '
              'resource "pods/exec" in API group "" in the namespace "%s"' % (args[0], namespace))
     socket_path = behaviour.get("socket", "")
-    if not socket_path or not accepting(socket_path):
+    if mode == "local":
+        socket_path = os.path.join(os.path.dirname(socket_path), "no-daemon.sock")
+    elif not socket_path or not accepting(socket_path):
         fail('error: unable to upgrade connection: container not found ("%s")' % container)
     if command[:1] != ["ambient-doctor"]:
         fail("kubectl-sim: exec only runs ambient-doctor, not %s" % command[:1], 126)
