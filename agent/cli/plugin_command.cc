@@ -326,8 +326,9 @@ int RunKubectlPlugin(const std::vector<std::string>& args) {
   }
   if (command == "capture") {
     std::fputs(
-        "kubectl ambient-doctor capture: not available in this version (one capture per node "
-        "and a cluster summary); capture a node with `kubectl exec` into its agent pod\n",
+        "kubectl ambient-doctor capture: not available in this version (one capture per node and "
+        "a cluster summary); capture one node with\n  kubectl exec -n istio-system AGENT_POD -c "
+        "ambient-doctor -- ambient-doctor capture -o - > NODE.capture\n",
         stderr);
     return kExitScanFailed;
   }
