@@ -7,6 +7,7 @@
 #include "base/agent_version.h"
 #include "cli/command_common.h"
 #include "cli/flows_command.h"
+#include "cli/plugin_command.h"
 #include "report/report_policy.h"
 
 namespace ad::cli {
@@ -36,6 +37,8 @@ Commands:
   findings   List every finding code with its severity and meaning.
   version    Print the version.
   flows      Trace HBONE (:15008) connections with eBPF for a while; print open and recent flows.
+  kubectl    The kubectl plugin (status, explain pod) across the cluster's nodes, through kubectl;
+             also run as `kubectl ambient-doctor` (this binary named kubectl-ambient_doctor).
 
 Run "ambient-doctor <command> --help" for the flags of a command.
 )";
@@ -44,6 +47,10 @@ Run "ambient-doctor <command> --help" for the flags of a command.
 
 int Main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
+  const std::string_view program = argc > 0 ? argv[0] : "";
+  if (program.substr(program.rfind('/') + 1).starts_with(kKubectlPluginName)) {
+    return RunKubectlPlugin(args);
+  }
   if (args.empty() || args[0] == "help" || args[0] == "--help" || args[0] == "-h") {
     std::fputs(kTopUsage, args.empty() ? stderr : stdout);
     return args.empty() ? kExitScanFailed : 0;
@@ -58,6 +65,7 @@ int Main(int argc, char** argv) {
   if (command == "findings") return RunFindings(args);
   if (command == "capture") return RunCapture(args);
   if (command == "flows") return RunFlows(args);
+  if (command == "kubectl") return RunKubectlPlugin(args);
   if (command == "version" || command == "--version") {
     std::printf("ambient-doctor %s\n", AgentVersionText().c_str());
     return 0;
