@@ -8,10 +8,14 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "base/agent_version.h"
+#include "capture/capture.h"
 #include "cli/command_common.h"
 #include "cli/plugin_cluster.h"
 #include "cli/report_render.h"
@@ -33,7 +37,7 @@ Commands:
                2 a node could not be judged).
   explain pod  explain pod NAME -n NAMESPACE (or NAMESPACE/NAME): finds the pod's node and shows
                that node agent's story of the pod, as `ambient-doctor explain pod` does there.
-  capture      Not available in this version.
+  capture      One capture per node and the status table, in DIR and DIR.tar (-o DIR).
   version      Print the plugin's version.
 
 Transport: kubectl (the current context, or --context and --kubeconfig): `kubectl get pods` of
@@ -54,7 +58,8 @@ struct PluginConfig {
   std::string pod_namespace;  // explain pod: -n
 };
 
-void AddPluginFlags(FlagSet& flags, PluginConfig& config) {
+// Without `output_format` (capture: -o is its directory), no -o FORMAT.
+void AddPluginFlags(FlagSet& flags, PluginConfig& config, bool output_format = true) {
   flags.Add({.name = "context",
              .value_name = "NAME",
              .default_text = "kubectl's current context",
@@ -99,12 +104,14 @@ void AddPluginFlags(FlagSet& flags, PluginConfig& config) {
              .help = "How long each kubectl call (one node's exec, a list) may take before it is "
                      "killed and the node counts as failed."},
             &config.timeout);
-  flags.Add({.name = "output",
-             .short_name = 'o',
-             .value_name = "FORMAT",
-             .help = "Output format: table or json (status: ambient-doctor.cluster-status/v1; "
-                     "explain pod: ambient-doctor.pod/v1)."},
-            &config.output);
+  if (output_format) {
+    flags.Add({.name = "output",
+               .short_name = 'o',
+               .value_name = "FORMAT",
+               .help = "Output format: table or json (status: ambient-doctor.cluster-status/v1; "
+                       "explain pod: ambient-doctor.pod/v1)."},
+              &config.output);
+  }
   flags.Add({.name = "color",
              .value_name = "WHEN",
              .help = "Colour: auto (only on a TTY), always, never."},
@@ -303,6 +310,97 @@ int RunExplainPod(const std::string& pod, const std::vector<std::string>& args) 
   return PodExitCode(story);
 }
 
+// One node's capture written as DIR/NODE.capture once it decodes; the failure otherwise.
+std::optional<std::string> KeepNodeCapture(const std::string& dir, const NodeTarget& target,
+                                           const NodeAnswer& answer) {
+  if (!target.failure.empty()) return target.failure + ": " + target.failure_message;
+  const ProcessOutput& out = answer.output;
+  if (out.timed_out) return "timeout: no capture within --timeout";
+  if (!out.spawn_error.empty()) return "exec_failed: " + out.spawn_error;
+  Result<capture::Capture> decoded = capture::Decode(out.out);
+  if (!decoded.ok()) {
+    return (out.exit_code != 0 ? "exec_failed: " + KubectlMessage(out.err)
+                               : "not_a_capture: " + decoded.error().message);
+  }
+  const std::string path = dir + "/" + target.node + ".capture";
+  std::ofstream file(path, std::ios::binary | std::ios::trunc);
+  file.write(out.out.data(), static_cast<std::streamsize>(out.out.size()));
+  if (!file.flush()) return "write_failed: " + path;
+  return std::nullopt;
+}
+
+int RunClusterCapture(const std::vector<std::string>& args) {
+  FlagSet flags("kubectl capture", "-o DIR [flags]",
+                "One capture per node (`ambient-doctor capture -o -` in each agent, through "
+                "kubectl exec) into DIR/NODE.capture, the cluster's status table as "
+                "DIR/cluster-status.json, and DIR.tar holding both (tar(1)). Judge a node's "
+                "capture anywhere with `ambient-doctor report --from DIR/NODE.capture`.");
+  PluginConfig config;
+  AddPluginFlags(flags, config, /*output_format=*/false);
+  std::string dir;
+  bool redact_ips = false;
+  flags.Add({.name = "output",
+             .short_name = 'o',
+             .value_name = "DIR",
+             .help = "The directory to write (created; files of the same names are replaced)."},
+            &dir);
+  flags.Add({.name = "redact-ips",
+             .help = "Each agent maps pod and node IPs to stand-ins (ambient-doctor capture "
+                     "--redact-ips)."},
+            &redact_ips);
+  if (auto rc = ParsePluginFlags(flags, args, config)) return *rc;
+  std::error_code error;
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  if (dir.empty() || (std::filesystem::create_directories(dir, error), error)) {
+    std::fprintf(stderr, "kubectl ambient-doctor capture: -o DIR: %s\n",
+                 dir.empty() ? "say where to write the captures" : error.message().c_str());
+    return kExitScanFailed;
+  }
+  std::unique_ptr<Kubectl> kubectl = MakeKubectl(config.kubectl);
+  Result<AgentDirectory> directory = FindAgents(*kubectl, config.cluster);
+  if (!directory.ok()) {
+    std::fprintf(stderr, "kubectl ambient-doctor: %s\n", directory.error().message.c_str());
+    return kExitScanFailed;
+  }
+  std::vector<std::string> words = {"capture", "-o", "-"};
+  if (redact_ips) words.push_back("--redact-ips");
+  std::vector<NodeAnswer> captures, reports;
+  {
+    ProgressLine progress;
+    captures = ExecOnAgents(*kubectl, config.cluster, directory->nodes,
+                            AgentCommand(config.cluster, words),
+                            [&](size_t done, size_t total) { progress.Update(done, total); });
+    reports = ExecOnAgents(*kubectl, config.cluster, directory->nodes,
+                           AgentCommand(config.cluster, {"report", "-o", "json"}));
+  }
+  int failed = 0;
+  for (size_t i = 0; i < directory->nodes.size(); ++i) {
+    const NodeTarget& target = directory->nodes[i];
+    if (auto failure = KeepNodeCapture(dir, target, captures[i])) {
+      std::fprintf(stderr, "kubectl ambient-doctor capture: node %s: %s\n", target.node.c_str(),
+                   failure->c_str());
+      ++failed;
+    }
+  }
+  const pb::ClusterStatus status =
+      BuildClusterStatus(*directory, reports, config.cluster, NowUnixMs());
+  std::ofstream(dir + "/cluster-status.json") << RenderClusterStatusJson(status);
+  std::fputs(RenderClusterStatusTable(status, UseColor(config.color)).c_str(), stdout);
+  const std::filesystem::path path(dir);
+  const ProcessOutput tar =
+      RunProcess({.argv = {"tar", "-cf", dir + ".tar", "-C",
+                           path.parent_path().empty() ? "." : path.parent_path().string(),
+                           path.filename().string()}});
+  if (tar.exit_code != 0) {
+    std::fprintf(stderr, "kubectl ambient-doctor capture: tar: %s (the directory %s is complete)\n",
+                 FirstLine(tar.err + tar.spawn_error).c_str(), dir.c_str());
+  }
+  std::fprintf(stderr, "kubectl ambient-doctor capture: %zu of %zu node(s) captured in %s%s\n",
+               directory->nodes.size() - static_cast<size_t>(failed), directory->nodes.size(),
+               dir.c_str(), tar.exit_code == 0 ? (" and " + dir + ".tar").c_str() : "");
+  return failed > 0 ? kExitScanFailed : status.exit_code();
+}
+
 }  // namespace
 
 int RunKubectlPlugin(const std::vector<std::string>& args) {
@@ -324,14 +422,7 @@ int RunKubectlPlugin(const std::vector<std::string>& args) {
     }
     return RunExplainPod(args[2], {args.begin() + 3, args.end()});
   }
-  if (command == "capture") {
-    std::fputs(
-        "kubectl ambient-doctor capture: not available in this version (one capture per node and "
-        "a cluster summary); capture one node with\n  kubectl exec -n istio-system AGENT_POD -c "
-        "ambient-doctor -- ambient-doctor capture -o - > NODE.capture\n",
-        stderr);
-    return kExitScanFailed;
-  }
+  if (command == "capture") return RunClusterCapture({args.begin() + 1, args.end()});
   if (command == "version" || command == "--version") {
     std::printf("kubectl ambient-doctor %s\n", AgentVersionText().c_str());
     return 0;

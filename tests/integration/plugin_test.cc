@@ -361,9 +361,40 @@ TEST_F(Plugin, UsageErrorsAndCapture) {
   EXPECT_EQ(no_kubectl.exit_code, 2);
   EXPECT_NE(no_kubectl.err.find("cannot run kubectl: /nonexistent/kubectl"), std::string::npos)
       << no_kubectl.all();
-  Answer capture = Run({"capture", "-o", "/tmp/x"});
+  Answer capture = Run({"capture"});
   EXPECT_EQ(capture.exit_code, 2);
-  EXPECT_NE(capture.err.find("not available"), std::string::npos) << capture.all();
+  EXPECT_NE(capture.err.find("say where"), std::string::npos) << capture.all();
+}
+
+// One capture per node from its daemon, the status table beside them and one tar of both; each
+// node's capture judges as its daemon did, anywhere. A node whose exec is garbage is named.
+TEST_F(Plugin, CaptureEveryNode) {
+  const std::string dir = dir_->path() + "/cluster";
+  Answer all = Run({"capture", "-o", dir});
+  EXPECT_EQ(all.exit_code, 0) << all.all();
+  for (const char* node : {"node-a", "node-b"}) {
+    const std::string file = dir + "/" + node + ".capture";
+    const lab::CommandOutput replay = RunDoctor({"report", "--from", file, "-o", "json"});
+    const std::optional<pb::Report> report = ParseReportJson(replay.out);
+    ASSERT_TRUE(report) << file << ": " << replay.err;
+    EXPECT_EQ(report->node().name(), node);
+    EXPECT_EQ(report->origin().captured_from(), "daemon");
+  }
+  const std::optional<pb::ClusterStatus> status =
+      ParseStatus(ReadFile(dir + "/cluster-status.json"));
+  ASSERT_TRUE(status) << all.all();
+  EXPECT_EQ(status->nodes_size(), 2);
+  Result<lab::CommandOutput> listing = lab::RunCommand({{"tar", "-tf", dir + ".tar"}, "", ""});
+  ASSERT_TRUE(listing.ok());
+  for (const char* name :
+       {"cluster/node-a.capture", "cluster/node-b.capture", "cluster/cluster-status.json"}) {
+    EXPECT_NE(listing->out.find(name), std::string::npos) << listing->out;
+  }
+  SetModes({{"node-b", "garbage"}});
+  Answer partial = Run({"capture", "-o", dir_->path() + "/partial"});
+  EXPECT_EQ(partial.exit_code, 2) << partial.all();
+  EXPECT_NE(partial.err.find("node node-b: not_a_capture"), std::string::npos) << partial.all();
+  EXPECT_TRUE(std::filesystem::exists(dir_->path() + "/partial/node-a.capture"));
 }
 
 }  // namespace
