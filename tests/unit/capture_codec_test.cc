@@ -858,5 +858,42 @@ TEST(CaptureCodecSizeTest, TwoHundredFiftyPods) {
   EXPECT_TRUE(Decode(*bytes).ok());
 }
 
+// ---------------------------------------------------------------------------------------------
+// The fuzz target's seeds (tests/fuzz/corpus/capture_fuzz), written on demand:
+//   capture_codec_test --gtest_also_run_disabled_tests --gtest_filter='*WriteFuzzSeeds'
+
+void WriteSeed(const std::string& name, std::string_view bytes) {
+  const std::string path = std::string(AD_SOURCE_DIR) + "/tests/fuzz/corpus/capture_fuzz/" + name;
+  std::FILE* file = std::fopen(path.c_str(), "wb");
+  ASSERT_NE(file, nullptr) << path;
+  EXPECT_EQ(std::fwrite(bytes.data(), 1, bytes.size(), file), bytes.size());
+  std::fclose(file);
+}
+
+TEST(CaptureCodecSeeds, DISABLED_WriteFuzzSeeds) {
+  Capture small;
+  small.manifest = {.agent_version = "0.1.0", .origin = "local"};
+  small.snapshot.node_name = "node-a";
+  small.snapshot.netns.push_back(test::HealthyPod("/run/netns/pod", 4026532101, Backend::kNft,
+                                                  AmbientVariant{}, "10.244.0.5"));
+  auto kube = std::make_shared<KubeSnapshot>();
+  kube->pods.push_back({.uid = "uid-1", .name = "web-0", .dataplane_mode = "ambient"});
+  small.snapshot.kube = kube;
+  const Capture rich = RichCapture();
+  using Seed = std::pair<std::string, const Capture*>;
+  for (const auto& [name, capture] :
+       {Seed{"rich", &rich}, Seed{"small", &small}, Seed{"empty", nullptr}}) {
+    const Capture value = capture != nullptr ? *capture : Capture{};
+    Result<std::string> bytes = Encode(value);
+    ASSERT_TRUE(bytes.ok());
+    WriteSeed(name + ".capture", *bytes);
+    if (capture == nullptr) continue;
+    Result<std::string> payload = Gunzip(*bytes, kMaxDecodedBytes);
+    ASSERT_TRUE(payload.ok());
+    WriteSeed(name + ".payload", *payload);
+    if (capture == &rich) WriteSeed("rich-truncated.capture", bytes->substr(0, bytes->size() / 2));
+  }
+}
+
 }  // namespace
 }  // namespace ad::capture
