@@ -57,7 +57,8 @@ struct Capture {
 Result<std::string> Encode(Capture capture);
 // Errors say what is wrong in words a user can act on: "not an ambient-doctor capture",
 // "truncated", "corrupted (gzip: ...)", "written by a newer ambient-doctor (format version 3;
-// this one reads 1)", "larger than 512 MiB decoded". Never throws, never crashes on any input.
+// this one reads up to 1)", "larger than 512 MiB decoded"; SourceKind::kCapture. Never throws,
+// never crashes on any input.
 Result<Capture> Decode(std::string_view bytes);
 
 // The same with another bound on the decoded size than kMaxDecodedBytes (tests build a bomb over

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <zlib.h>
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -827,7 +828,9 @@ TEST(CaptureCodecBadInputTest, ThePayloadAloneNeverCrashes) {
 // ---------------------------------------------------------------------------------------------
 // Size: a 250-pod node of Istio's rules (printed for the bench notes, not asserted).
 
-TEST(CaptureCodecSizeTest, TwoHundredFiftyPods) {
+// `count` enrolled pods of one backend, each with its Istio rules, routes, listeners, CRI sandbox,
+// ztunnel workload and Kubernetes pod, plus the host with the probe set.
+Capture PodsNode(int count, Backend backend, const AmbientVariant& variant) {
   Capture capture;
   NodeSnapshot& s = capture.snapshot;
   s.node_name = "node-a";
@@ -835,13 +838,14 @@ TEST(CaptureCodecSizeTest, TwoHundredFiftyPods) {
   std::vector<PodIdentity> pods;
   std::vector<ZtunnelWorkload> workloads;
   auto kube = std::make_shared<KubeSnapshot>();
-  for (int i = 0; i < 250; ++i) {
+  for (int i = 0; i < count; ++i) {
     const std::string ip = "10.244." + std::to_string(i / 200) + "." + std::to_string(i % 200);
+    const std::string ip6 = variant.ipv6 ? "fd00::" + std::to_string(i + 1) : "";
     const uint64_t inode = 4026532100 + static_cast<uint64_t>(i);
     const std::string name = "pod-" + std::to_string(i);
     const std::string uid = "3f1c2a9e-0000-4000-8000-" + std::to_string(100000000000 + i);
-    NetnsSnapshot pod = test::HealthyPod("/var/run/netns/cni-" + uid, inode, Backend::kIptablesNft,
-                                         AmbientVariant{.dns_capture = true}, ip);
+    NetnsSnapshot pod =
+        test::HealthyPod("/var/run/netns/cni-" + uid, inode, backend, variant, ip, ip6);
     for (uint16_t port : {15001, 15006, 15008, 15053}) {
       pod.listeners.push_back({Family::kIpv4, 6, "127.0.0.1", port, 0x539, inode, {1000}, true});
     }
@@ -865,24 +869,83 @@ TEST(CaptureCodecSizeTest, TwoHundredFiftyPods) {
                           .pod_ips = {ip},
                           .ready = true});
   }
-  s.netns.insert(s.netns.begin(), test::HealthyHost(Backend::kIptablesNft, false, members));
+  s.netns.insert(s.netns.begin(), test::HealthyHost(backend, variant.ipv6, members));
   s.cri.available = true;
   s.cri.pods = pods;
   s.ztunnels.push_back({.pid = 200,
                         .admin_reachable = true,
                         .ready = true,
                         .workloads = workloads,
-                        .workloads_seen = 250});
+                        .workloads_seen = static_cast<size_t>(count)});
   s.kube = kube;
-  Result<std::string> bytes = Encode(capture);
-  ASSERT_TRUE(bytes.ok());
-  pb::Capture message;
-  PutCapture(capture, &message);
-  std::printf(
-      "250-pod capture (iptables-nft, DNS capture, CRI, ztunnel, Kubernetes): "
-      "%zu bytes encoded, %zu bytes decoded\n",
-      bytes->size(), message.ByteSizeLong());
-  EXPECT_TRUE(Decode(*bytes).ok());
+  return capture;
+}
+
+TEST(CaptureCodecSizeTest, TwoHundredFiftyPods) {
+  struct Case {
+    const char* name;
+    Backend backend;
+    AmbientVariant variant;
+  };
+  for (const Case& c :
+       {Case{"iptables-nft, DNS", Backend::kIptablesNft, {.dns_capture = true}},
+        Case{"iptables-legacy, DNS", Backend::kIptablesLegacy, {.dns_capture = true}},
+        Case{"nft, DNS, dual-stack", Backend::kNft, {.dns_capture = true, .ipv6 = true}}}) {
+    const Capture capture = PodsNode(250, c.backend, c.variant);
+    const auto start = std::chrono::steady_clock::now();
+    Result<std::string> bytes = Encode(capture);
+    const auto encoded = std::chrono::steady_clock::now();
+    ASSERT_TRUE(bytes.ok());
+    Result<Capture> decoded = Decode(*bytes);
+    const auto end = std::chrono::steady_clock::now();
+    ASSERT_TRUE(decoded.ok());
+    ExpectSameSnapshot(decoded->snapshot, capture.snapshot);
+    pb::Capture message;
+    PutCapture(capture, &message);
+    using Ms = std::chrono::duration<double, std::milli>;
+    std::printf(
+        "250 pods (%s; CRI, ztunnel, Kubernetes): %zu bytes encoded, %zu decoded; "
+        "encode %.1f ms, decode %.1f ms\n",
+        c.name, bytes->size(), message.ByteSizeLong(), Ms(encoded - start).count(),
+        Ms(end - encoded).count());
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The fuzz target's seeds (tests/fuzz/corpus/capture_fuzz), written on demand:
+//   capture_codec_test --gtest_also_run_disabled_tests --gtest_filter='*WriteFuzzSeeds'
+
+void WriteSeed(const std::string& name, std::string_view bytes) {
+  const std::string path = std::string(AD_SOURCE_DIR) + "/tests/fuzz/corpus/capture_fuzz/" + name;
+  std::FILE* file = std::fopen(path.c_str(), "wb");
+  ASSERT_NE(file, nullptr) << path;
+  EXPECT_EQ(std::fwrite(bytes.data(), 1, bytes.size(), file), bytes.size());
+  std::fclose(file);
+}
+
+TEST(CaptureCodecSeeds, DISABLED_WriteFuzzSeeds) {
+  Capture small;
+  small.manifest = {.agent_version = "0.1.0", .origin = "local"};
+  small.snapshot.node_name = "node-a";
+  small.snapshot.netns.push_back(test::HealthyPod("/run/netns/pod", 4026532101, Backend::kNft,
+                                                  AmbientVariant{}, "10.244.0.5"));
+  auto kube = std::make_shared<KubeSnapshot>();
+  kube->pods.push_back({.uid = "uid-1", .name = "web-0", .dataplane_mode = "ambient"});
+  small.snapshot.kube = kube;
+  const Capture rich = RichCapture();
+  using Seed = std::pair<std::string, const Capture*>;
+  for (const auto& [name, capture] :
+       {Seed{"rich", &rich}, Seed{"small", &small}, Seed{"empty", nullptr}}) {
+    const Capture value = capture != nullptr ? *capture : Capture{};
+    Result<std::string> bytes = Encode(value);
+    ASSERT_TRUE(bytes.ok());
+    WriteSeed(name + ".capture", *bytes);
+    if (capture == nullptr) continue;
+    Result<std::string> payload = Gunzip(*bytes, kMaxDecodedBytes);
+    ASSERT_TRUE(payload.ok());
+    WriteSeed(name + ".payload", *payload);
+    if (capture == &rich) WriteSeed("rich-truncated.capture", bytes->substr(0, bytes->size() / 2));
+  }
 }
 
 }  // namespace
