@@ -33,6 +33,10 @@ LAYERS = {
     "agent/analysis/rule_checks.cc": (
         ["model/istio_facts.h", "model/finding.h"],
         ["sources/netns/discovery.h", "scan/scanner.h", "engine/engine.h", "text/rule_text.h"]),
+    "agent/capture/capture_codec.cc": (
+        ["analysis/history.h", "model/snapshot.h", "ambientdoctor/v1/capture.pb.h"],
+        ["engine/engine.h", "scan/scanner.h", "sources/netns/discovery.h",
+         "sources/kube/kube_api_source.h"]),
     "agent/model/finding.cc": (
         ["base/unique_fd.h"],
         ["analysis/analysis.h", "sources/netns/discovery.h"]),
