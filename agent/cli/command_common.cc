@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -93,13 +94,18 @@ std::vector<std::string> ReplayableScanFlags(const std::vector<std::string>& lay
 Result<capture::Capture> ReadCaptureFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return ErrnoError(SourceKind::kCapture, path);
+  // Read in chunks up to one past the cap (a pipe or /dev/stdin has no size to ask first): a
+  // larger file is not a capture this reader takes, and memory grows only with what is there.
   std::string bytes;
-  // Read at most one byte past the cap: a larger file is not a capture this reader takes.
-  bytes.resize(capture::kMaxFileBytes + 1);
-  in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  bytes.resize(static_cast<size_t>(in.gcount()));
+  std::array<char, 1 << 16> chunk;
+  while (in && bytes.size() <= capture::kMaxFileBytes) {
+    in.read(chunk.data(), chunk.size());
+    bytes.append(chunk.data(), static_cast<size_t>(in.gcount()));
+  }
   if (bytes.size() > capture::kMaxFileBytes) {
-    return SourceError{SourceKind::kCapture, path + ": larger than a capture can be"};
+    return SourceError{SourceKind::kCapture, path + ": larger than a capture can be (" +
+                                                 std::to_string(capture::kMaxFileBytes >> 20) +
+                                                 " MiB)"};
   }
   Result<capture::Capture> decoded = capture::Decode(bytes);
   if (!decoded.ok()) {
