@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -25,25 +24,11 @@ struct CaptureConfig {
   bool redact_ips = false;
 };
 
-// Writes next to the target and renames, so a reader never sees half a capture.
+// A capture to stdout (-), or to a file a reader never sees half written.
 Status WriteFile(const std::string& path, const std::string& bytes) {
-  if (path == "-") {
-    if (std::fwrite(bytes.data(), 1, bytes.size(), stdout) != bytes.size()) {
-      return ErrnoError(SourceKind::kCapture, "stdout");
-    }
-    return {};
-  }
-  const std::string partial = path + ".partial";
-  {
-    std::ofstream out(partial, std::ios::binary | std::ios::trunc);
-    if (!out) return ErrnoError(SourceKind::kCapture, partial);
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    if (!out.flush()) return ErrnoError(SourceKind::kCapture, partial);
-  }
-  if (std::rename(partial.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    std::remove(partial.c_str());
-    return ErrnoError(SourceKind::kCapture, path, err);
+  if (path != "-") return WriteFileAtomically(path, bytes);
+  if (std::fwrite(bytes.data(), 1, bytes.size(), stdout) != bytes.size()) {
+    return ErrnoError(SourceKind::kCapture, "stdout");
   }
   return {};
 }

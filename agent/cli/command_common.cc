@@ -91,6 +91,22 @@ std::vector<std::string> ReplayableScanFlags(const std::vector<std::string>& lay
   return kept;
 }
 
+Status WriteFileAtomically(const std::string& path, const std::string& bytes) {
+  const std::string partial = path + ".partial";
+  {
+    std::ofstream out(partial, std::ios::binary | std::ios::trunc);
+    if (!out) return ErrnoError(SourceKind::kCapture, partial);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    if (!out.flush()) return ErrnoError(SourceKind::kCapture, partial);
+  }
+  if (std::rename(partial.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    std::remove(partial.c_str());
+    return ErrnoError(SourceKind::kCapture, path, err);
+  }
+  return {};
+}
+
 Result<capture::Capture> ReadCaptureFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return ErrnoError(SourceKind::kCapture, path);

@@ -90,6 +90,8 @@ void AddFromFlag(FlagSet& flags, LayerConfig& layers);
 // Of a command's layered flags, those `report --from` takes again to judge a capture with the
 // same settings: report's scan flags, without output, logging, flags files or lab selection.
 std::vector<std::string> ReplayableScanFlags(const std::vector<std::string>& layered_args);
+// Writes `bytes` next to `path` and renames it there, so a reader never sees half a file.
+Status WriteFileAtomically(const std::string& path, const std::string& bytes);
 // The capture at `path`, decoded; errors name the file.
 Result<capture::Capture> ReadCaptureFile(const std::string& path);
 void AddClientFlags(FlagSet& flags, ClientConfig& config);  // --local, --api-socket

@@ -9,7 +9,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <optional>
 #include <string>
 #include <vector>
@@ -322,10 +321,8 @@ std::optional<std::string> KeepNodeCapture(const std::string& dir, const NodeTar
     return (out.exit_code != 0 ? "exec_failed: " + KubectlMessage(out.err)
                                : "not_a_capture: " + decoded.error().message);
   }
-  const std::string path = dir + "/" + target.node + ".capture";
-  std::ofstream file(path, std::ios::binary | std::ios::trunc);
-  file.write(out.out.data(), static_cast<std::streamsize>(out.out.size()));
-  if (!file.flush()) return "write_failed: " + path;
+  const Status written = WriteFileAtomically(dir + "/" + target.node + ".capture", out.out);
+  if (!written.ok()) return "write_failed: " + written.error().message;
   return std::nullopt;
 }
 
@@ -384,7 +381,12 @@ int RunClusterCapture(const std::vector<std::string>& args) {
   }
   const pb::ClusterStatus status =
       BuildClusterStatus(*directory, reports, config.cluster, NowUnixMs());
-  std::ofstream(dir + "/cluster-status.json") << RenderClusterStatusJson(status);
+  if (Status written =
+          WriteFileAtomically(dir + "/cluster-status.json", RenderClusterStatusJson(status));
+      !written.ok()) {
+    std::fprintf(stderr, "kubectl ambient-doctor capture: %s\n", written.error().message.c_str());
+    ++failed;
+  }
   std::fputs(RenderClusterStatusTable(status, UseColor(config.color)).c_str(), stdout);
   const std::filesystem::path path(dir);
   const ProcessOutput tar =
