@@ -379,13 +379,16 @@ namespace {
 // The capture's replay: the same engine, fed the capture's snapshot at its time.
 LocalScan ReplayCapture(ScanConfig& scan) {
   const capture::Capture& taken = *scan.layers.capture;
-  // A daemon's capture carries its history: ages are known as the daemon knew them.
-  scan.engine.analysis.history_known = taken.manifest.origin == "daemon";
+  scan.engine.analysis.history_known = ReplaysDaemonHistory(scan);
   Engine engine = Engine::Replay(std::move(scan.engine), taken.snapshot, taken.memory);
   return {.kube = nullptr, .step = engine.Step()};
 }
 
 }  // namespace
+
+bool ReplaysDaemonHistory(const ScanConfig& scan) {
+  return scan.layers.capture && scan.layers.capture->manifest.origin == "daemon";
+}
 
 LocalScan ScanLocally(ScanConfig& scan) {
   if (scan.layers.capture) return ReplayCapture(scan);
@@ -417,7 +420,7 @@ void SetLocalOrigin(const ScanConfig& scan, const DaemonChoice& daemon,
   origin.set_capture_file(scan.layers.from);
   origin.set_captured_by(manifest.agent_version);
   origin.set_captured_from(manifest.origin);
-  origin.set_history(manifest.origin == "daemon");
+  origin.set_history(ReplaysDaemonHistory(scan));
   origin.set_age_ms(
       static_cast<double>(std::max<int64_t>(0, NowUnixMs() - manifest.taken_at_unix_ms)));
 }

@@ -124,6 +124,8 @@ struct LocalScan {
   EngineStep step;
 };
 LocalScan ScanLocally(ScanConfig& scan);
+// --from a daemon's capture: it carries the daemon's history (first-seen times, aged signals).
+bool ReplaysDaemonHistory(const ScanConfig& scan);
 void LogSourceChanges(const std::vector<SourceChange>& changes);
 bool UseColor(const std::string& mode);
 int64_t NowUnixMs();

@@ -32,8 +32,10 @@ int LocalPod(ScanConfig& scan, const PodQuery& query, const DaemonChoice& daemon
     ExplainUnusableScan(step.snapshot);
     return kExitScanFailed;
   }
-  pb::PodReport pod = api::BuildPodReport(step.snapshot, step.analysis, step.desired.get(), nullptr,
-                                          query.namespace_name, query.name);
+  const bool aged = ReplaysDaemonHistory(scan);
+  pb::PodReport pod =
+      api::BuildPodReport(step.snapshot, step.analysis, step.desired.get(),
+                          aged ? &step.finding_records : nullptr, query.namespace_name, query.name);
   if (pod.location() == "unknown" && !local.kube) {
     // A capture holds its node's pods only: nothing can be asked about the others.
     api::FillPodLocation(

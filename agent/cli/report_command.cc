@@ -105,9 +105,7 @@ int RunReportCommand(const std::vector<std::string>& args, const std::string* po
     ExplainUnusableScan(step.snapshot);
     return kExitScanFailed;
   }
-  // A daemon's capture carries first-seen times: its findings' ages are as the daemon had them.
-  const bool aged =
-      config.scan.layers.capture && config.scan.layers.capture->manifest.origin == "daemon";
+  const bool aged = ReplaysDaemonHistory(config.scan);  // first-seen times as the daemon had them
   pb::Report report = api::BuildReport(
       step.snapshot, step.analysis,
       aged ? api::ReportHistory{.finding_records = &step.finding_records} : api::ReportHistory{},

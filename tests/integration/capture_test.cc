@@ -190,6 +190,15 @@ TEST_F(CaptureTest, TheDaemonsCaptureKeepsItsHistory) {
               first_seen[f.code() + "/" + f.subject() + "/" + std::to_string(f.netns().inode())])
         << f.code() << " keeps the age the daemon gave it";
   }
+  const lab::LabPod& not_enrolled = lab_->node().pods.at(3);
+  const lab::CommandOutput story = RunDoctorAsNobody(
+      {"explain", "pod",
+       std::string(lab::LabKubeNamespace(not_enrolled)) + "/" + not_enrolled.netns_name, "--from",
+       file, "-o", "json"});
+  const std::optional<pb::PodReport> pod = ParsePodJson(story.out);
+  ASSERT_TRUE(pod) << story.out << story.err;
+  ASSERT_EQ(pod->findings_size(), 1) << story.out;
+  EXPECT_TRUE(pod->findings(0).has_first_seen_unix_ms()) << "the pod's story keeps the ages too";
 }
 
 TEST_F(CaptureTest, TheTableSaysItJudgedACapture) {
